@@ -1,0 +1,29 @@
+# The README's first two commands: `make demo` and `make test`.
+# Both create the virtual environment they need on a fresh machine.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test clean
+
+demo: $(VENV)/.demo-installed
+	$(BIN)/python manage.py migrate --verbosity 0
+	$(BIN)/python manage.py demo
+
+test: $(VENV)/.test-installed
+	scripts/test-databases $(BIN)/python $(PYTEST_ARGS)
+
+$(VENV)/.demo-installed: setup.cfg
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e . "django-environ>=0.11"
+	touch $@
+
+$(VENV)/.test-installed: $(VENV)/.demo-installed
+	scripts/install-database-headers
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+clean:
+	rm -rf $(VENV) .databases example_project/db.sqlite3 test-output

@@ -1,0 +1,1 @@
+"""Make a scheduled Django job safe to run twice."""

@@ -1,0 +1,172 @@
+"""The management-command base class that scheduled jobs subclass."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import traceback
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError, connections, router
+from django.db.migrations.executor import MigrationExecutor
+from django.db.models import Q
+from django.utils import timezone
+
+from jobclaims import windows
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun
+
+
+def positive_seconds(text: str) -> datetime.timedelta:
+    """argparse type for ``--lease``: a positive number of seconds."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"the lease must be above 0 seconds, not {text}")
+    return datetime.timedelta(seconds=seconds)
+
+
+class JobCommand(BaseCommand):
+    """A management command that runs at most once per window, on one host.
+
+    ``handle()`` claims the job's current window, calls ``run_job()`` outside
+    any transaction, and records the outcome on the claim:
+
+    - claimed: ``run_job()`` runs; the claim is recorded ``succeeded``, or
+      ``failed`` with the traceback if it raised (exit status 1).
+    - held by another instance, or the window already succeeded: the command
+      says who holds it until when, and exits 0. Skipping is normal.
+
+    Subclasses implement ``run_job()`` and may set the class attributes.
+    """
+
+    #: Name the claims are recorded under; defaults to the command's own name.
+    job_name: str | None = None
+    #: The slot a run belongs to: a calendar name ("minutely", "hourly",
+    #: "daily", "weekly", "monthly", in TIME_ZONE) or a timedelta bucket.
+    window: windows.WindowSpec = "minutely"
+    #: How long a claim lasts before a crashed run's window can be taken over.
+    lease: datetime.timedelta = datetime.timedelta(minutes=10)
+    #: Let a run start while another window's run of this job still holds it.
+    allow_overlap: bool = False
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--window",
+            dest="window_key",
+            metavar="KEY",
+            help="Claim this window instead of the current one (reruns, backfills).",
+        )
+        parser.add_argument(
+            "--lease",
+            type=positive_seconds,
+            metavar="SECONDS",
+            help=f"How long the claim lasts (default: {self.lease}).",
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Run the window again even if it already succeeded.",
+        )
+
+    def run_job(self, run: JobRun, *args: Any, **options: Any) -> None:
+        """Do the job's work. ``run`` is the claim this instance holds."""
+        raise NotImplementedError(
+            "subclasses of JobCommand must provide a run_job() method"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        job = self.job_name or self._command_name()
+        lease = options["lease"] or self.lease
+        window = self._window_key(options["window_key"])
+        try:
+            run = JobRun.objects.claim(
+                job,
+                window,
+                lease=lease,
+                force=options["force"],
+                allow_overlap=self.allow_overlap,
+            )
+        except ValueError as error:
+            raise CommandError(error) from error
+        except DatabaseError:
+            self._explain_missing_migrations()
+            raise
+        if run is None:
+            self.stdout.write(self._skip_message(job, window))
+            return
+        self.stdout.write(
+            f"Claimed {job} {window} (attempt {run.attempt}), "
+            f"lease until {_local(run.expires_at)}."
+        )
+        self._run(run, args, options)
+
+    def _command_name(self) -> str:
+        """The name ``manage.py`` knows this command by: its module's name."""
+        return type(self).__module__.rpartition(".")[2]
+
+    def _window_key(self, explicit: str | None) -> str:
+        try:
+            window = windows.resolve(self.window)
+        except ValueError as error:
+            raise CommandError(f"{type(self).__name__}.window: {error}") from error
+        if explicit is None:
+            return window.key_at(database_now(router.db_for_write(JobRun)))
+        try:
+            return window.key_for(explicit)
+        except ValueError as error:
+            raise CommandError(f"--window: {error}") from error
+
+    def _skip_message(self, job: str, window: str) -> str:
+        """Say why the claim was refused, from the rows that refused it."""
+        rows = JobRun.objects.filter(Q(window=window) | Q(holds_job=True), job=job)
+        for run in sorted(rows, key=lambda run: run.window != window):
+            if run.window != window:
+                return (
+                    f"Skipped {job} {window}: the {run.window} run, held by "
+                    f"{run.owner} until {_local(run.expires_at)}, is still "
+                    "running; set allow_overlap = True to let windows overlap."
+                )
+            if run.status == JobRun.Status.SUCCEEDED:
+                return (
+                    f"Skipped {job} {window}: it already succeeded at "
+                    f"{_local(run.finished_at)}; pass --force to run it again."
+                )
+            if run.status == JobRun.Status.RUNNING:
+                return (
+                    f"Skipped {job} {window}: held by {run.owner} "
+                    f"until {_local(run.expires_at)}."
+                )
+        return f"Skipped {job} {window}: another instance claimed it just now."
+
+    def _explain_missing_migrations(self) -> None:
+        """Turn the error of a database without jobclaims' tables into the fix."""
+        connection = connections[router.db_for_write(JobRun)]
+        executor = MigrationExecutor(connection)
+        leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "jobclaims"]
+        if executor.migration_plan(leaves):
+            raise CommandError(
+                f"jobclaims migrations are not applied to the {connection.alias!r} "
+                "database; run: manage.py migrate jobclaims"
+            )
+
+    def _run(self, run: JobRun, args: tuple[Any, ...], options: dict[str, Any]) -> None:
+        try:
+            self.run_job(run, *args, **options)
+        except BaseException:
+            run.release(JobRun.Status.FAILED, error=traceback.format_exc())
+            raise
+        if not run.release(JobRun.Status.SUCCEEDED):
+            raise CommandError(
+                f"{run.job} {run.window} was taken over by another instance while "
+                "this one ran, so its success was not recorded; raise the lease "
+                "above the job's running time"
+            )
+        self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
+
+
+def _local(moment: datetime.datetime | None) -> str:
+    return f"{timezone.localtime(moment):%Y-%m-%d %H:%M:%S %Z}" if moment else "?"

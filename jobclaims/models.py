@@ -1,0 +1,300 @@
+"""The claim a run of a job holds on its window, and how claims are taken."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import ContextManager
+
+from django.db import IntegrityError, connections, models, router, transaction
+from django.db.models import ExpressionWrapper, F, Q
+from django.utils.translation import gettext_lazy as _
+
+from jobclaims.clock import DatabaseNow
+from jobclaims.owner import process_owner
+
+
+class JobRunQuerySet(models.QuerySet["JobRun"]):
+    """Claims filtered by state, always judged by the database's clock."""
+
+    def running(self) -> JobRunQuerySet:
+        return self.filter(status=JobRun.Status.RUNNING)
+
+    def active(self) -> JobRunQuerySet:
+        """Runs whose holder's lease has not run out."""
+        return self.running().filter(expires_at__gt=DatabaseNow())
+
+    def expired(self) -> JobRunQuerySet:
+        """Runs still marked running whose lease ran out: their holder died."""
+        return self.running().filter(expires_at__lte=DatabaseNow())
+
+    def finished(self) -> JobRunQuerySet:
+        return self.filter(status__in=[JobRun.Status.SUCCEEDED, JobRun.Status.FAILED])
+
+    def expire(self) -> int:
+        """End the lease of running claims now, so the next instance takes over.
+
+        Returns how many claims were expired.
+        """
+        return self.running().update(expires_at=DatabaseNow())
+
+
+class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: ignore[misc]
+    def claim(
+        self,
+        job: str,
+        window: str,
+        *,
+        lease: datetime.timedelta,
+        force: bool = False,
+        allow_overlap: bool = False,
+    ) -> JobRun | None:
+        """Claim ``window`` of ``job`` for this process, or return ``None``.
+
+        ``None`` means another holder's lease has not run out, the window
+        already succeeded (pass ``force=True`` to run it again) or, unless
+        ``allow_overlap``, a run of another window of the job still holds it.
+
+        Claim outside any transaction, and run the job after this returns: a
+        claim that has not committed is invisible to the other instances.
+        """
+        self.model.validate_claim(job, window, lease)
+        db = router.db_for_write(self.model)
+        new = self.model(
+            job=job,
+            window=window,
+            owner=process_owner(),
+            holds_job=None if allow_overlap else True,
+            claimed_at=DatabaseNow(),
+            expires_at=DatabaseNow() + lease,
+        )
+        rivals = _rivals(new, force)
+        # A plain read first: it never waits on a lock, and most refusals
+        # (the window is held or done) end here without writing anything.
+        free = ExpressionWrapper(rivals.free, output_field=models.BooleanField())
+        rows = self.using(db).filter(rivals.contested).annotate(free=free)
+        seen = dict(rows.values_list("window", "free"))
+        try:
+            if not seen:
+                # The window's first claim: there is no row to lock yet, so
+                # the unique constraints settle a race between instances.
+                with transaction.atomic(using=db):
+                    new.save(using=db, force_insert=True)
+                return new
+            if all(seen.values()):
+                return self._take_over(db, new, rivals, lease, force, window in seen)
+        except IntegrityError:
+            pass
+        return None
+
+    def _take_over(
+        self,
+        db: str,
+        new: JobRun,
+        rivals: _Rivals,
+        lease: datetime.timedelta,
+        force: bool,
+        window_exists: bool,
+    ) -> JobRun | None:
+        """Reassign the window's row, and break dead runs' holds on the job.
+
+        Every write is a compare-and-set that restates its condition, so a
+        contender that read the same rows a moment earlier changes nothing.
+        """
+        runs = self.using(db)
+        with _row_lock_transaction(db):
+            # Rows another contender has locked are skipped, not waited for:
+            # that contender is settling them right now.
+            rows = list(
+                runs.select_for_update(skip_locked=True)
+                .filter(rivals.contested, rivals.free)
+                .annotate(db_now=DatabaseNow())
+            )
+            dead_holders = [row.pk for row in rows if row.window != new.window]
+            if dead_holders:
+                runs.filter(rivals.free, pk__in=dead_holders).update(holds_job=None)
+            current = next((row for row in rows if row.window == new.window), None)
+            if current is None and window_exists:
+                return None  # Another contender is taking it over.
+            if current is None:
+                new.save(using=db, force_insert=True)
+                return new
+            return self._reassign(current, new, lease, force)
+
+    def _reassign(
+        self, current: JobRun, new: JobRun, lease: datetime.timedelta, force: bool
+    ) -> JobRun | None:
+        changes = {
+            "owner": new.owner,
+            "token": new.token,
+            "status": JobRun.Status.RUNNING,
+            "holds_job": new.holds_job,
+            "claimed_at": current.db_now,
+            "expires_at": current.db_now + lease,
+            "finished_at": None,
+            "error": "",
+        }
+        won = (
+            self.using(current._state.db)
+            .filter(_open_q(force), pk=current.pk, token=current.token)
+            .update(attempt=F("attempt") + 1, **changes)
+        )
+        if not won:
+            return None
+        for name, value in changes.items():
+            setattr(current, name, value)
+        current.attempt += 1
+        return current
+
+
+@dataclass(frozen=True)
+class _Rivals:
+    """The rows that can stand in the way of a claim, as SQL conditions."""
+
+    #: The window's own row and, unless overlap is allowed, the job's holder.
+    contested: Q
+    #: True for rows that no longer stand in the way: the window's row if it
+    #: may be taken over, and a holder of another window whose lease ran out.
+    free: Q
+
+
+def _rivals(new: JobRun, force: bool) -> _Rivals:
+    same_window = Q(window=new.window)
+    contested = same_window | Q(holds_job=True) if new.holds_job else same_window
+    free = (same_window & _open_q(force)) | (
+        ~same_window & Q(expires_at__lte=DatabaseNow())
+    )
+    return _Rivals(contested=contested & Q(job=new.job), free=free)
+
+
+def _open_q(force: bool) -> Q:
+    """Rows the next instance may take over: failed, dead, or forced."""
+    open_ = Q(status=JobRun.Status.FAILED) | Q(
+        status=JobRun.Status.RUNNING, expires_at__lte=DatabaseNow()
+    )
+    if force:
+        open_ |= Q(status=JobRun.Status.SUCCEEDED)
+    return open_
+
+
+def _row_lock_transaction(db: str) -> ContextManager[object]:
+    """A transaction to hold row locks in, where the database has row locks.
+
+    SQLite has none: it ignores FOR UPDATE, and a transaction that reads and
+    then writes fails at once with "database is locked" when another process
+    wrote first. There each statement commits on its own, and the
+    compare-and-set conditions on every write keep the claim exact.
+    """
+    if connections[db].features.has_select_for_update:
+        return transaction.atomic(using=db)
+    return nullcontext()
+
+
+class JobRun(models.Model):
+    """One window of one job, and who holds it until when.
+
+    The row for ``(job, window)`` is created by the window's first claim and
+    reused by every takeover, so ``attempt`` counts the holders it had.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", _("running")
+        SUCCEEDED = "succeeded", _("succeeded")
+        FAILED = "failed", _("failed")
+
+    job = models.CharField(_("job"), max_length=200)
+    window = models.CharField(_("window"), max_length=64)
+    status = models.CharField(
+        _("status"), max_length=16, choices=Status, default=Status.RUNNING
+    )
+    owner = models.CharField(
+        _("owner"),
+        max_length=255,
+        help_text=_("Host, process id and a random per-process id of the holder."),
+    )
+    token = models.UUIDField(
+        _("token"),
+        default=uuid.uuid4,
+        help_text=_("Changes on every claim and takeover."),
+    )
+    attempt = models.PositiveIntegerField(_("attempt"), default=1)
+    # True while this run keeps the job's other windows from starting, NULL
+    # otherwise. NULLs never collide in a unique index on any database, so a
+    # unique (job, holds_job) allows one holder per job without the partial
+    # index that MariaDB lacks.
+    holds_job = models.BooleanField(
+        _("holds the job"),
+        null=True,
+        editable=False,
+        help_text=_("Set while this run keeps other windows of its job waiting."),
+    )
+    # db_default makes Django read these back with RETURNING after an INSERT
+    # that sets them from the database clock.
+    claimed_at = models.DateTimeField(_("claimed at"), db_default=DatabaseNow())
+    expires_at = models.DateTimeField(_("expires at"), db_default=DatabaseNow())
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    error = models.TextField(_("error"), blank=True)
+
+    objects = JobRunManager()
+
+    class Meta:
+        verbose_name = _("job run")
+        verbose_name_plural = _("job runs")
+        get_latest_by = "claimed_at"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "window"], name="jobclaims_jobrun_job_window_uniq"
+            ),
+            models.UniqueConstraint(
+                fields=["job", "holds_job"], name="jobclaims_jobrun_one_holder_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["status", "expires_at"], name="jobclaims_status_expires_idx"
+            ),
+            models.Index(fields=["claimed_at"], name="jobclaims_claimed_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.window}"
+
+    @classmethod
+    def validate_claim(cls, job: str, window: str, lease: datetime.timedelta) -> None:
+        """Refuse a claim that the table could not store, naming the fix."""
+        for name, value in (("job", job), ("window", window)):
+            limit = cls._meta.get_field(name).max_length
+            if not value:
+                raise ValueError(f"a claim needs a {name} name")
+            if len(value) > limit:
+                raise ValueError(
+                    f"{name} {value!r} is {len(value)} characters long; "
+                    f"shorten it to at most {limit}"
+                )
+        if not isinstance(lease, datetime.timedelta) or lease <= datetime.timedelta():
+            raise ValueError(f"lease must be a positive timedelta, not {lease!r}")
+
+    def release(self, status: str = Status.SUCCEEDED, error: str = "") -> bool:
+        """Record how the run ended and let the job's next run in.
+
+        Returns ``False``, and writes nothing, when this claim is no longer
+        ours: another instance took it over after our lease ran out.
+        """
+        if status not in (self.Status.SUCCEEDED, self.Status.FAILED):
+            raise ValueError(f"release() takes succeeded or failed, not {status!r}")
+        released = (
+            type(self)
+            .objects.using(self._state.db)
+            .filter(pk=self.pk, token=self.token, status=self.Status.RUNNING)
+            .update(
+                status=status, error=error, holds_job=None, finished_at=DatabaseNow()
+            )
+        )
+        if not released:
+            return False
+        self.status, self.error, self.holds_job = status, error, None
+        # Set by the database clock: loaded from the row if it is read.
+        del self.finished_at
+        return True

@@ -1,0 +1,173 @@
+"""Race real instances of a management command, to prove a job runs once.
+
+``race("charge_invoices", instances=2)`` starts two OS processes of the
+command against the database this process uses (in a test, the test
+database), holds them at a barrier until both are connected and ready, then
+releases them at the same instant and returns what each did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
+
+_DATABASES_VARIABLE = "JOBCLAIMS_RACE_DATABASE_NAMES"
+_START_VARIABLE = "JOBCLAIMS_RACE_START_FD"
+_READY = "jobclaims: ready"
+
+
+@dataclass(frozen=True)
+class InstanceResult:
+    """What one instance of the command did."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def outcome(self) -> Literal["ran", "skipped", "failed"]:
+        if self.returncode != 0:
+            return "failed"
+        if self.stdout.startswith("Skipped "):
+            return "skipped"
+        return "ran"
+
+
+class StartingLine:
+    """A pipe that instances wait on; closing it releases them all at once."""
+
+    def __init__(self) -> None:
+        self.read_fd, self._write_fd = os.pipe()
+
+    def release(self) -> None:
+        for fd in (self._write_fd, self.read_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # Already released.
+
+
+class Instance:
+    """One OS process of a management command, held at a starting line."""
+
+    def __init__(
+        self,
+        command: str,
+        *args: str,
+        line: StartingLine,
+        env: dict[str, str] | None = None,
+    ):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "jobclaims.testing", command, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            pass_fds=[line.read_fd],
+            env={
+                **os.environ,
+                **_child_environment(),
+                _START_VARIABLE: str(line.read_fd),
+                **(env or {}),
+            },
+        )
+
+    def wait_ready(self) -> None:
+        """Block until the process has set Django up and connected."""
+        line = self.process.stdout.readline().rstrip("\n")
+        if line != _READY:
+            self.process.kill()
+            _, stderr = self.process.communicate()
+            raise RuntimeError(f"the instance did not start:\n{line}\n{stderr}")
+
+    def finish(self, timeout: float = 60) -> InstanceResult:
+        stdout, stderr = self.process.communicate(timeout=timeout)
+        return InstanceResult(self.process.returncode, stdout, stderr)
+
+    def stop(self) -> None:
+        """Kill the process if it is still running."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+
+def start(
+    command: str, *args: str, instances: int = 1, env: dict[str, str] | None = None
+) -> list[Instance]:
+    """Start processes of ``command``, all released together once all are ready."""
+    line = StartingLine()
+    group = [Instance(command, *args, line=line, env=env) for _ in range(instances)]
+    try:
+        for instance in group:
+            instance.wait_ready()
+    except BaseException:
+        for instance in group:
+            instance.stop()
+        raise
+    finally:
+        line.release()
+    return group
+
+
+def race(
+    command: str,
+    *args: str,
+    instances: int = 2,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+) -> list[InstanceResult]:
+    """Run ``instances`` processes of ``command`` released at the same instant."""
+    group = start(command, *args, instances=instances, env=env)
+    try:
+        return [instance.finish(timeout) for instance in group]
+    finally:
+        for instance in group:
+            instance.stop()
+
+
+def _child_environment() -> dict[str, str]:
+    """Point a child at the same settings and the very databases we use."""
+    names = {}
+    for alias in connections:
+        connection = connections[alias]
+        if connection.vendor == "sqlite" and connection.is_in_memory_db():
+            raise ImproperlyConfigured(
+                f"the {alias!r} database is an in-memory SQLite database, which "
+                "other processes cannot open; give it a file: set "
+                f"DATABASES[{alias!r}]['TEST'] = {{'NAME': 'test.sqlite3'}}"
+            )
+        names[alias] = str(connection.settings_dict["NAME"])
+    return {
+        "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
+        "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
+        _DATABASES_VARIABLE: json.dumps(names),
+    }
+
+
+def _run_instance(argv: list[str]) -> None:
+    """The child's side: set up, report ready, wait for the start, run."""
+    import django
+    from django.core.management import ManagementUtility
+
+    django.setup()
+    for alias, name in json.loads(os.environ[_DATABASES_VARIABLE]).items():
+        # What Django's test runner does when it creates the test databases.
+        settings.DATABASES[alias]["NAME"] = name
+        connections[alias].settings_dict["NAME"] = name
+        connections[alias].ensure_connection()
+    print(_READY, flush=True)
+    # Blocks until the parent closes its end: every instance wakes at once.
+    os.read(int(os.environ[_START_VARIABLE]), 1)
+    ManagementUtility(["manage.py", *argv]).execute()
+
+
+if __name__ == "__main__":
+    _run_instance(sys.argv[1:])

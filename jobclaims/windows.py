@@ -1,0 +1,113 @@
+"""How a moment maps to the window (the schedule slot) a run belongs to.
+
+A window is named by a string key. Two instances of a job that compute the
+same key are competing for the same run; the unique constraint on
+``(job, window)`` lets exactly one of them have it.
+
+Calendar windows ("minutely", "hourly", "daily", "weekly", "monthly") follow
+the project's ``TIME_ZONE``, so a daily job's window is the local day. Keys of
+windows shorter than a day carry the UTC offset, which keeps the two 01:00
+hours of a daylight-saving change apart. A ``timedelta`` cuts time into fixed
+buckets counted from the Unix epoch, the same on every host.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+WindowSpec = str | datetime.timedelta
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+@dataclass(frozen=True)
+class CalendarWindow:
+    """A window that follows the calendar in the project's time zone."""
+
+    name: str
+
+    def key_at(self, moment: datetime.datetime) -> str:
+        local = timezone.localtime(moment)
+        if self.name == "minutely":
+            return local.replace(second=0, microsecond=0).isoformat("T", "minutes")
+        if self.name == "hourly":
+            return local.replace(minute=0, second=0, microsecond=0).isoformat(
+                "T", "minutes"
+            )
+        if self.name == "daily":
+            return local.date().isoformat()
+        if self.name == "weekly":
+            year, week, _ = local.isocalendar()
+            return f"{year}-W{week:02d}"
+        return f"{local.year}-{local.month:02d}"
+
+    def key_for(self, text: str) -> str:
+        try:
+            return self.key_at(self._parse(text))
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is not a {self.name} window; "
+                f"write it like {self.key_at(timezone.now())}"
+            ) from None
+
+    def _parse(self, text: str) -> datetime.datetime:
+        if self.name == "weekly" and "-W" in text:
+            day = datetime.datetime.strptime(f"{text}-1", "%G-W%V-%u")
+        elif self.name == "monthly" and len(text) == 7:
+            day = datetime.datetime.strptime(text, "%Y-%m")
+        elif self.name in ("minutely", "hourly") and "T" not in text:
+            raise ValueError("a date alone does not name one hour or minute")
+        else:
+            return _aware(datetime.datetime.fromisoformat(text))
+        return _aware(day)
+
+
+@dataclass(frozen=True)
+class FixedWindow:
+    """Fixed-length buckets counted from the Unix epoch."""
+
+    size: datetime.timedelta
+
+    @property
+    def name(self) -> str:
+        return f"{int(self.size.total_seconds())}-second"
+
+    def key_at(self, moment: datetime.datetime) -> str:
+        buckets = (moment - EPOCH) // self.size
+        start = EPOCH + buckets * self.size
+        return timezone.localtime(start).isoformat("T", "seconds")
+
+    def key_for(self, text: str) -> str:
+        try:
+            return self.key_at(_aware(datetime.datetime.fromisoformat(text)))
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is not a {self.name} window; "
+                f"write it like {self.key_at(timezone.now())}"
+            ) from None
+
+
+CALENDAR_NAMES = ("minutely", "hourly", "daily", "weekly", "monthly")
+
+
+def resolve(spec: WindowSpec) -> CalendarWindow | FixedWindow:
+    """Turn a job's ``window`` attribute into a window, or explain the fix."""
+    if isinstance(spec, datetime.timedelta):
+        if spec <= datetime.timedelta(0):
+            raise ValueError(f"window {spec!r} must be a positive timedelta")
+        return FixedWindow(spec)
+    if spec in CALENDAR_NAMES:
+        return CalendarWindow(spec)
+    raise ValueError(
+        f"unknown window {spec!r}: use one of {', '.join(CALENDAR_NAMES)} "
+        "or a datetime.timedelta"
+    )
+
+
+def _aware(moment: datetime.datetime) -> datetime.datetime:
+    if timezone.is_naive(moment):
+        return timezone.make_aware(moment)
+    return moment

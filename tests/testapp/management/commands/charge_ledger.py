@@ -1,0 +1,25 @@
+import os
+import time
+
+from jobclaims.commands import JobCommand
+from tests.testapp.models import Charge
+
+
+class Command(JobCommand):
+    """Writes one charge per run, then holds its claim a while."""
+
+    help = "Test job: charge the ledger once per window."
+    window = "hourly"
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument("--hold", type=float, default=0, help="Seconds to keep running.")
+        parser.add_argument("--fail", action="store_true", help="Raise after charging.")
+
+    def run_job(self, run, *args, hold, fail, **options):
+        Charge.objects.create(job=run.job, window=run.window, pid=os.getpid())
+        self.stdout.write(f"charging as attempt {run.attempt}", ending="\n")
+        self.stdout.flush()
+        time.sleep(hold)
+        if fail:
+            raise RuntimeError("the payment provider is down")

@@ -1,0 +1,9 @@
+from django.db import models
+
+
+class Charge(models.Model):
+    """One charge made by a run of a test job: the outcome the tests count."""
+
+    job = models.CharField(max_length=200)
+    window = models.CharField(max_length=64)
+    pid = models.PositiveIntegerField()
