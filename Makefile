@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Each xdist worker gets its own test database.
+PYTEST_ARGS ?= -n auto
 
 .PHONY: demo test clean
 

@@ -49,7 +49,7 @@ class CalendarWindow:
             return self.key_at(self._parse(text))
         except ValueError:
             raise ValueError(
-                f"{text!r} is not a {self.name} window; "
+                f"{text!r} is not a valid {self.name} window; "
                 f"write it like {self.key_at(timezone.now())}"
             ) from None
 
@@ -85,7 +85,7 @@ class FixedWindow:
             return self.key_at(_aware(datetime.datetime.fromisoformat(text)))
         except ValueError:
             raise ValueError(
-                f"{text!r} is not a {self.name} window; "
+                f"{text!r} is not a valid {self.name} window; "
                 f"write it like {self.key_at(timezone.now())}"
             ) from None
 

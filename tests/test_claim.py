@@ -1,0 +1,211 @@
+"""The rules a claim follows, exercised through JobRun.objects.claim()."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEASE = datetime.timedelta(minutes=5)
+
+
+def claim(window: str = "2026-11-29", **kwargs) -> JobRun | None:
+    return JobRun.objects.claim("charge", window, lease=kwargs.pop("lease", LEASE), **kwargs)
+
+
+def test_first_claim_of_a_window_is_attempt_one_with_a_lease_from_the_database_clock():
+    before = database_now()
+    run = claim()
+    after = database_now()
+    assert run is not None
+    assert (run.job, run.window, run.status, run.attempt) == (
+        "charge",
+        "2026-11-29",
+        JobRun.Status.RUNNING,
+        1,
+    )
+    assert before <= run.claimed_at <= after
+    assert run.expires_at - run.claimed_at == LEASE
+    assert JobRun.objects.get() == run
+
+
+def test_second_claim_is_refused_while_the_lease_holds_and_changes_nothing():
+    run = claim()
+    assert claim() is None
+    stored = JobRun.objects.get()
+    assert (stored.token, stored.owner, stored.attempt) == (run.token, run.owner, 1)
+
+
+def test_a_refused_claim_only_reads():
+    claim()
+    with CaptureQueriesContext(connection) as queries:
+        assert claim() is None
+    assert [query["sql"].split()[0] for query in queries] == ["SELECT"]
+
+
+def test_a_window_that_succeeded_is_not_run_again():
+    claim().release()
+    assert claim() is None
+
+
+def test_force_runs_a_succeeded_window_again_as_a_new_attempt():
+    first = claim()
+    first.release()
+    again = claim(force=True)
+    assert again is not None
+    assert again.attempt == 2
+    assert again.token != first.token
+    assert again.status == JobRun.Status.RUNNING
+
+
+def test_force_does_not_take_a_window_from_a_live_holder():
+    claim()
+    assert claim(force=True) is None
+
+
+def test_a_failed_window_is_retried_by_the_next_claim():
+    claim().release(JobRun.Status.FAILED, error="Traceback: boom")
+    retry = claim()
+    assert retry is not None
+    assert retry.attempt == 2
+    assert JobRun.objects.get().error == ""
+
+
+def test_an_expired_claim_is_taken_over_and_the_old_holder_cannot_release_it():
+    crashed = claim()
+    assert JobRun.objects.filter(pk=crashed.pk).expire() == 1
+    successor = claim()
+    assert successor is not None
+    assert successor.attempt == 2
+    assert successor.token != crashed.token
+    assert crashed.release() is False
+    stored = JobRun.objects.get()
+    assert (stored.status, stored.token) == (JobRun.Status.RUNNING, successor.token)
+    assert successor.release() is True
+
+
+def test_a_claim_is_released_once():
+    run = claim()
+    assert run.release() is True
+    assert run.release(JobRun.Status.FAILED) is False
+    assert JobRun.objects.get().status == JobRun.Status.SUCCEEDED
+
+
+def test_release_records_the_outcome_with_the_database_clock():
+    run = claim()
+    run.release(JobRun.Status.FAILED, error="Traceback: boom")
+    stored = JobRun.objects.get()
+    assert (stored.status, stored.error) == (JobRun.Status.FAILED, "Traceback: boom")
+    assert run.finished_at == stored.finished_at
+    assert stored.claimed_at <= stored.finished_at <= database_now()
+
+
+def test_release_refuses_running_as_an_outcome():
+    run = claim()
+    with pytest.raises(ValueError, match="succeeded or failed"):
+        run.release(JobRun.Status.RUNNING)
+
+
+def test_another_window_waits_while_the_job_is_held():
+    holder = claim("2026-11-29T08:00")
+    assert claim("2026-11-29T09:00") is None
+    holder.release()
+    assert claim("2026-11-29T09:00") is not None
+
+
+def test_allow_overlap_lets_windows_of_one_job_run_together():
+    assert claim("2026-11-29T08:00", allow_overlap=True) is not None
+    assert claim("2026-11-29T09:00", allow_overlap=True) is not None
+
+
+def test_a_dead_holder_of_another_window_does_not_block_the_job():
+    dead = claim("2026-11-29T08:00")
+    JobRun.objects.filter(pk=dead.pk).expire()
+    fresh = claim("2026-11-29T09:00")
+    assert fresh is not None
+    assert JobRun.objects.expired().get().window == "2026-11-29T08:00"
+    assert claim("2026-11-29T10:00") is None
+
+
+def test_other_jobs_are_independent():
+    assert claim() is not None
+    assert JobRun.objects.claim("send_reports", "2026-11-29", lease=LEASE) is not None
+
+
+def test_active_and_expired_are_judged_by_the_database_clock():
+    live = claim("a")
+    dead = claim("b", allow_overlap=True)
+    JobRun.objects.filter(pk=dead.pk).expire()
+    done = claim("c", allow_overlap=True)
+    done.release()
+    assert list(JobRun.objects.active()) == [live]
+    assert list(JobRun.objects.expired()) == [dead]
+    assert list(JobRun.objects.finished()) == [done]
+
+
+@pytest.mark.parametrize(
+    ("job", "window", "lease", "message"),
+    [
+        ("", "w", LEASE, "needs a job name"),
+        ("x" * 201, "w", LEASE, "shorten it to at most 200"),
+        ("charge", "", LEASE, "needs a window name"),
+        ("charge", "w" * 65, LEASE, "shorten it to at most 64"),
+        ("charge", "w", datetime.timedelta(0), "positive timedelta"),
+        ("charge", "w", datetime.timedelta(seconds=-1), "positive timedelta"),
+        ("charge", "w", 60, "positive timedelta"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_written(job, window, lease, message):
+    with pytest.raises(ValueError, match=message):
+        JobRun.objects.claim(job, window, lease=lease)
+    assert not JobRun.objects.exists()
+
+
+def test_a_claim_inside_a_failing_transaction_leaves_the_outer_one_usable():
+    claim()
+    with transaction.atomic():
+        assert claim() is None
+        assert JobRun.objects.count() == 1
+
+
+@pytest.fixture
+def second_connection():
+    """Another session on the test database, like another instance's."""
+    from django.db import connections
+
+    other = connections.create_connection("default")
+    yield other
+    other.close()
+
+
+def fail_instead_of_waiting_for_locks():
+    """Make any lock wait in this session an error, so the test cannot hang."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET lock_timeout = '2s'")
+        else:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 2")
+
+
+def test_a_contender_skips_a_window_another_session_is_taking_over(second_connection):
+    if not connection.features.has_select_for_update_skip_locked:
+        pytest.skip("SQLite has no row locks; the process races cover it")
+    crashed = claim()
+    JobRun.objects.filter(pk=crashed.pk).expire()
+    fail_instead_of_waiting_for_locks()
+    second_connection.set_autocommit(False)
+    with second_connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {JobRun._meta.db_table} WHERE id = %s FOR UPDATE",
+            [crashed.pk],
+        )
+        assert claim() is None
+    second_connection.rollback()
+    assert claim().attempt == 2

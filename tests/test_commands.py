@@ -1,0 +1,149 @@
+"""JobCommand, the base class jobs subclass, run in this process."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from jobclaims import windows
+from jobclaims.clock import database_now
+from jobclaims.commands import JobCommand
+from jobclaims.models import JobRun
+from tests.conftest import run_command
+from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger
+from tests.testapp.models import Charge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WINDOW = "2026-11-29T10:00+00:00"
+
+
+def test_a_job_runs_once_and_its_claim_is_recorded_succeeded():
+    out, err, status = run_command("charge_ledger", "--window", WINDOW)
+    assert status == 0, err
+    assert "Ran charge_ledger 2026-11-29T10:00+00:00." in out
+    run = JobRun.objects.get()
+    assert (run.job, run.window, run.status, run.attempt) == (
+        "charge_ledger",
+        WINDOW,
+        JobRun.Status.SUCCEEDED,
+        1,
+    )
+    assert Charge.objects.count() == 1
+
+
+def test_a_skip_exits_zero_and_says_the_window_already_succeeded():
+    run_command("charge_ledger", "--window", WINDOW)
+    out, _, status = run_command("charge_ledger", "--window", WINDOW)
+    assert status == 0
+    assert out.startswith(f"Skipped charge_ledger {WINDOW}: it already succeeded at ")
+    assert "pass --force to run it again" in out
+    assert Charge.objects.count() == 1
+
+
+def test_a_skip_names_the_holder_and_when_its_lease_ends():
+    holder = JobRun.objects.claim("charge_ledger", WINDOW, lease=datetime.timedelta(minutes=5))
+    out, _, status = run_command("charge_ledger", "--window", WINDOW)
+    assert status == 0
+    assert f"held by {holder.owner} until " in out
+    assert not Charge.objects.exists()
+
+
+def test_a_skip_names_the_other_window_that_still_runs():
+    JobRun.objects.claim("charge_ledger", "2026-11-29T09:00+00:00", lease=datetime.timedelta(minutes=5))
+    out, _, status = run_command("charge_ledger", "--window", WINDOW)
+    assert status == 0
+    assert "the 2026-11-29T09:00+00:00 run" in out
+    assert "allow_overlap = True" in out
+
+
+def test_force_runs_a_succeeded_window_again():
+    run_command("charge_ledger", "--window", WINDOW)
+    out, err, status = run_command("charge_ledger", "--window", WINDOW, "--force")
+    assert status == 0, err
+    assert JobRun.objects.get().attempt == 2
+    assert Charge.objects.count() == 2
+
+
+def test_a_job_that_raises_exits_non_zero_and_keeps_the_traceback():
+    with pytest.raises(RuntimeError, match="payment provider is down"):
+        call_command("charge_ledger", "--window", WINDOW, "--fail", stdout=None)
+    run = JobRun.objects.get()
+    assert run.status == JobRun.Status.FAILED
+    assert run.error.startswith("Traceback (most recent call last):")
+    assert "RuntimeError: the payment provider is down" in run.error
+    assert run.finished_at is not None
+
+
+def test_without_window_the_current_window_comes_from_the_database_clock():
+    hourly = windows.resolve("hourly")
+    before = hourly.key_at(database_now())
+    run_command("charge_ledger")
+    after = hourly.key_at(database_now())
+    assert JobRun.objects.get().window in {before, after}
+
+
+def test_the_lease_option_sets_the_claims_lease():
+    run_command("charge_ledger", "--window", WINDOW, "--lease", "90")
+    run = JobRun.objects.get()
+    assert run.expires_at - run.claimed_at == datetime.timedelta(seconds=90)
+
+
+@pytest.mark.parametrize("lease", ["0", "-5", "soon"])
+def test_a_bad_lease_is_refused_and_nothing_is_written(lease, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        ChargeLedger().run_from_argv(["manage.py", "charge_ledger", "--lease", lease])
+    assert exit_.value.code == 2
+    assert "--lease" in capsys.readouterr().err
+    assert not JobRun.objects.exists()
+
+
+def test_a_bad_window_option_is_refused_with_an_example_and_nothing_is_written():
+    _, err, status = run_command("charge_ledger", "--window", "tomorrow")
+    assert status == 1
+    assert "--window: 'tomorrow' is not a valid hourly window; write it like" in err
+    assert not JobRun.objects.exists()
+
+
+class UnknownWindow(ChargeLedger):
+    window = "fortnightly"
+
+
+class LongName(ChargeLedger):
+    job_name = "j" * 201
+
+
+class NoRunJob(JobCommand):
+    pass
+
+
+def test_an_unknown_window_spec_names_the_choices_and_nothing_is_written():
+    with pytest.raises(CommandError, match="UnknownWindow.window: unknown window 'fortnightly'"):
+        call_command(UnknownWindow())
+    assert not JobRun.objects.exists()
+
+
+def test_an_overlong_job_name_is_refused_and_nothing_is_written():
+    with pytest.raises(CommandError, match="shorten it to at most 200"):
+        call_command(LongName(), "--window", WINDOW)
+    assert not JobRun.objects.exists()
+
+
+def test_a_job_without_run_job_says_what_to_write():
+    with pytest.raises(NotImplementedError, match="must provide a run_job"):
+        call_command(NoRunJob(), "--window", "2026-11-29T10:25")
+    assert JobRun.objects.get().status == JobRun.Status.FAILED
+
+
+def test_a_database_without_the_jobclaims_tables_names_the_migrate_command():
+    call_command("migrate", "jobclaims", "zero", verbosity=0)
+    try:
+        _, err, status = run_command("charge_ledger", "--window", WINDOW)
+    finally:
+        call_command("migrate", "jobclaims", verbosity=0)
+    assert status == 1
+    assert "run: manage.py migrate jobclaims" in err
+    assert not Charge.objects.exists()
