@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import signal
+import threading
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -15,6 +19,8 @@ from django.utils import timezone
 
 from jobclaims import windows
 from jobclaims.clock import database_now
+from jobclaims.exceptions import ClaimLost, JobInterrupted
+from jobclaims.heartbeat import Heartbeat
 from jobclaims.models import JobRun
 
 
@@ -39,6 +45,12 @@ class JobCommand(BaseCommand):
       ``failed`` with the traceback if it raised (exit status 1).
     - held by another instance, or the window already succeeded: the command
       says who holds it until when, and exits 0. Skipping is normal.
+
+    While ``run_job()`` runs, a heartbeat renews the lease every third of it,
+    and SIGTERM or SIGINT record the claim failed ("interrupted") so the next
+    instance need not wait out the lease. A job that writes to the claim's
+    database can make each write conditional on still holding the claim with
+    ``with run.fenced():``.
 
     Subclasses implement ``run_job()`` and may set the class attributes.
     """
@@ -102,7 +114,7 @@ class JobCommand(BaseCommand):
             f"Claimed {job} {window} (attempt {run.attempt}), "
             f"lease until {_local(run.expires_at)}."
         )
-        self._run(run, args, options)
+        self._run(run, lease, args, options)
 
     def _command_name(self) -> str:
         """The name ``manage.py`` knows this command by: its module's name."""
@@ -153,11 +165,28 @@ class JobCommand(BaseCommand):
                 "database; run: manage.py migrate jobclaims"
             )
 
-    def _run(self, run: JobRun, args: tuple[Any, ...], options: dict[str, Any]) -> None:
+    def _run(
+        self,
+        run: JobRun,
+        lease: datetime.timedelta,
+        args: tuple[Any, ...],
+        options: dict[str, Any],
+    ) -> None:
         try:
-            self.run_job(run, *args, **options)
+            with _stop_on_signals(), Heartbeat(run, lease):
+                self.run_job(run, *args, **options)
+        except JobInterrupted as interrupt:
+            name = signal.Signals(interrupt.signum).name
+            self._record_failure(run, f"Interrupted by {name}.\n{traceback.format_exc()}")
+            raise CommandError(
+                f"{run} was interrupted by {name}; its claim is released as "
+                "failed, so the next run may start at once",
+                returncode=128 + interrupt.signum,
+            ) from interrupt
+        except ClaimLost as lost:
+            raise CommandError(f"{lost}; stopped without recording an outcome") from lost
         except BaseException:
-            run.release(JobRun.Status.FAILED, error=traceback.format_exc())
+            self._record_failure(run, traceback.format_exc())
             raise
         if not run.release(JobRun.Status.SUCCEEDED):
             raise CommandError(
@@ -166,6 +195,44 @@ class JobCommand(BaseCommand):
                 "above the job's running time"
             )
         self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
+
+    def _record_failure(self, run: JobRun, error: str) -> None:
+        """Record the run failed, so the next instance retries it at once."""
+        connection = connections[run._state.db]
+        if not connection.in_atomic_block:
+            # The job's error may have been the connection itself dying.
+            connection.close_if_unusable_or_obsolete()
+        try:
+            run.release(JobRun.Status.FAILED, error=error)
+        except DatabaseError as db_error:
+            self.stderr.write(
+                f"Could not record the failure of {run} ({db_error}); the next "
+                f"run takes the window over when the lease ends at {_local(run.expires_at)}."
+            )
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGINT into ``JobInterrupted`` while a job runs.
+
+    Signal handlers can only be set in the main thread; elsewhere (a command
+    called from a worker thread) the process's own handling applies.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise JobInterrupted(signum)
+
+    previous = {
+        signum: signal.signal(signum, interrupt)
+        for signum in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _local(moment: datetime.datetime | None) -> str:

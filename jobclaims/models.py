@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import ContextManager
 
@@ -12,7 +13,8 @@ from django.db import IntegrityError, connections, models, router, transaction
 from django.db.models import ExpressionWrapper, F, Q
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims.clock import DatabaseNow
+from jobclaims.clock import DatabaseNow, database_now
+from jobclaims.exceptions import ClaimLost
 from jobclaims.owner import process_owner
 
 
@@ -39,6 +41,19 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         Returns how many claims were expired.
         """
         return self.running().update(expires_at=DatabaseNow())
+
+    def reopen(self) -> int:
+        """Let the next instance run succeeded windows again, without --force.
+
+        The claim engine takes over a failed window, so a reopened row is
+        marked failed, with an error that says it was reopened by hand. Failed
+        rows are open already and keep their traceback; running rows are left
+        to ``expire()``. Returns how many windows were reopened.
+        """
+        return self.filter(status=JobRun.Status.SUCCEEDED).update(
+            status=JobRun.Status.FAILED,
+            error="Reopened by an operator: the next run takes this window over.",
+        )
 
 
 class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: ignore[misc]
@@ -298,3 +313,55 @@ class JobRun(models.Model):
         # Set by the database clock: loaded from the row if it is read.
         del self.finished_at
         return True
+
+    def renew(self, lease: datetime.timedelta) -> bool:
+        """Extend the lease to ``lease`` from now, by the database clock.
+
+        One autocommitted UPDATE: no lock outlives the statement, so a
+        renewing process that pauses never blocks a takeover. Returns
+        ``False``, and extends nothing, once the claim is no longer held.
+        """
+        db = self._state.db
+        expires_at = database_now(db) + lease
+        if not self._held_rows().update(expires_at=expires_at):
+            return False
+        self.expires_at = expires_at
+        return True
+
+    def ensure_held(self) -> None:
+        """Raise ``ClaimLost`` unless this run still holds its claim.
+
+        Call it between steps of a long job: one indexed read.
+        """
+        if not self._held_rows().exists():
+            raise ClaimLost(self._lost_message())
+
+    @contextmanager
+    def fenced(self) -> Iterator[None]:
+        """A transaction whose writes commit only while the claim is held.
+
+        Entering it locks the claim row and checks the token with one UPDATE,
+        which also takes SQLite's write lock at once, so no takeover can
+        interleave until the block commits or rolls back. Keep the block
+        short: while it is open, the next instance cannot take the window over.
+        Raises ``ClaimLost`` on entry, writing nothing, if the claim was lost.
+        """
+        with transaction.atomic(using=self._state.db):
+            if not self._held_rows().update(status=F("status")):
+                raise ClaimLost(self._lost_message())
+            yield
+
+    def _held_rows(self) -> JobRunQuerySet:
+        """This run's row, as long as this run still holds it."""
+        return type(self).objects.using(self._state.db).filter(
+            pk=self.pk,
+            token=self.token,
+            status=self.Status.RUNNING,
+            holds_job=self.holds_job,
+        )
+
+    def _lost_message(self) -> str:
+        return (
+            f"{self.job} {self.window} is no longer held by {self.owner}: its "
+            "lease ran out and another instance took over"
+        )

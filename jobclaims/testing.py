@@ -74,7 +74,7 @@ class Instance:
             pass_fds=[line.read_fd],
             env={
                 **os.environ,
-                **_child_environment(),
+                **child_environment(),
                 _START_VARIABLE: str(line.read_fd),
                 **(env or {}),
             },
@@ -133,8 +133,8 @@ def race(
             instance.stop()
 
 
-def _child_environment() -> dict[str, str]:
-    """Point a child at the same settings and the very databases we use."""
+def child_environment() -> dict[str, str]:
+    """Point a child process at our settings and the very databases we use."""
     names = {}
     for alias in connections:
         connection = connections[alias]
@@ -152,10 +152,9 @@ def _child_environment() -> dict[str, str]:
     }
 
 
-def _run_instance(argv: list[str]) -> None:
-    """The child's side: set up, report ready, wait for the start, run."""
+def connect_child() -> None:
+    """In a child process: set Django up on the parent's databases."""
     import django
-    from django.core.management import ManagementUtility
 
     django.setup()
     for alias, name in json.loads(os.environ[_DATABASES_VARIABLE]).items():
@@ -163,6 +162,13 @@ def _run_instance(argv: list[str]) -> None:
         settings.DATABASES[alias]["NAME"] = name
         connections[alias].settings_dict["NAME"] = name
         connections[alias].ensure_connection()
+
+
+def _run_instance(argv: list[str]) -> None:
+    """The child's side: set up, report ready, wait for the start, run."""
+    from django.core.management import ManagementUtility
+
+    connect_child()
     print(_READY, flush=True)
     # Blocks until the parent closes its end: every instance wakes at once.
     os.read(int(os.environ[_START_VARIABLE]), 1)

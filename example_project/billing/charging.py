@@ -2,6 +2,8 @@
 
 import os
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 from example_project.billing.models import Charge, Invoice
 
@@ -10,13 +12,22 @@ from example_project.billing.models import Charge, Invoice
 PROVIDER_DELAY = 0.2
 
 
-def charge_unpaid_invoices() -> int:
-    """Charge every unpaid invoice and mark it paid. Returns how many."""
+def charge_unpaid_invoices(
+    guard: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> int:
+    """Charge every unpaid invoice and mark it paid. Returns how many.
+
+    Each charge is written inside ``guard()``: the jobclaims job passes
+    ``run.fenced``, so a run that lost its claim cannot write a charge.
+    """
     unpaid = list(Invoice.objects.filter(paid=False))
     for invoice in unpaid:
         time.sleep(PROVIDER_DELAY)
-        Charge.objects.create(
-            invoice=invoice, amount_cents=invoice.amount_cents, charged_by_pid=os.getpid()
-        )
-        Invoice.objects.filter(pk=invoice.pk).update(paid=True)
+        with guard():
+            Charge.objects.create(
+                invoice=invoice,
+                amount_cents=invoice.amount_cents,
+                charged_by_pid=os.getpid(),
+            )
+            Invoice.objects.filter(pk=invoice.pk).update(paid=True)
     return len(unpaid)

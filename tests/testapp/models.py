@@ -7,3 +7,5 @@ class Charge(models.Model):
     job = models.CharField(max_length=200)
     window = models.CharField(max_length=64)
     pid = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField(default=1)
+    step = models.PositiveIntegerField(default=0)

@@ -10,5 +10,6 @@ class Command(JobCommand):
     lease = datetime.timedelta(minutes=30)
 
     def run_job(self, run, *args, **options):
-        charged = charge_unpaid_invoices()
+        # Each charge commits only while this run still holds the claim.
+        charged = charge_unpaid_invoices(guard=run.fenced)
         self.stdout.write(f"Charged {charged} invoices.")

@@ -1,0 +1,84 @@
+"""Warm processes that race a command many times, for the stress test.
+
+Starting eight Python processes per trial would make 200 trials take many
+minutes, so each racer is started once and runs the command in-process on
+every trial. Before a trial every racer reads its arguments, says it is
+ready and blocks on a shared pipe; one write of one byte per racer wakes
+them all together.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+
+from jobclaims.testing import InstanceResult, child_environment
+
+_TRIGGER_VARIABLE = "RACERS_TRIGGER_FD"
+
+
+class Racers:
+    def __init__(self, count: int):
+        self._trigger_read, self._trigger_write = os.pipe()
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.racers"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                pass_fds=[self._trigger_read],
+                env={
+                    **os.environ,
+                    **child_environment(),
+                    _TRIGGER_VARIABLE: str(self._trigger_read),
+                },
+            )
+            for _ in range(count)
+        ]
+
+    def race(self, *argv: str) -> list[InstanceResult]:
+        """Run ``manage.py *argv`` in every racer at the same instant."""
+        for process in self.processes:
+            process.stdin.write(json.dumps(argv) + "\n")
+            process.stdin.flush()
+        for process in self.processes:
+            assert process.stdout.readline() == "ready\n"
+        os.write(self._trigger_write, b"x" * len(self.processes))
+        return [InstanceResult(**json.loads(p.stdout.readline())) for p in self.processes]
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.stdin.close()
+            process.wait(timeout=30)
+        os.close(self._trigger_read)
+        os.close(self._trigger_write)
+
+
+def _serve() -> None:
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from jobclaims.testing import connect_child
+
+    connect_child()
+    trigger = int(os.environ[_TRIGGER_VARIABLE])
+    for line in sys.stdin:
+        argv = json.loads(line)
+        print("ready", flush=True)
+        os.read(trigger, 1)
+        out, err = StringIO(), StringIO()
+        try:
+            call_command(*argv, stdout=out, stderr=err)
+            returncode = 0
+        except CommandError as error:
+            err.write(str(error))
+            returncode = error.returncode
+        result = {"returncode": returncode, "stdout": out.getvalue(), "stderr": err.getvalue()}
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    _serve()

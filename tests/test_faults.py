@@ -1,0 +1,163 @@
+"""Long runs and faults: renewal, takeover after a kill, pauses, signals,
+cut connections and skewed clocks, with real processes on a real database."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import time
+
+import pytest
+from django.db import connection
+
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun
+from jobclaims.testing import Instance, StartingLine, race, start
+from jobclaims.windows import resolve
+from tests.test_concurrency import outcomes, wait_until
+from tests.testapp.models import Charge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WINDOW = "2026-11-29T10:00+00:00"
+SHORT = datetime.timedelta(seconds=5)
+
+
+def read_until(instance: Instance, text: str) -> None:
+    """Read the instance's output up to the line containing ``text``."""
+    for line in instance.process.stdout:
+        if text in line:
+            return
+    raise AssertionError(f"the instance ended before printing {text!r}")
+
+
+def test_a_run_three_times_longer_than_its_lease_is_never_taken_over_while_alive():
+    [long_run] = start("charge_ledger", "--window", WINDOW, "--lease", "1", "--hold", "3")
+    wait_until(Charge.objects.exists, "the long run to start")
+    while long_run.process.poll() is None:
+        assert JobRun.objects.claim("charge_ledger", WINDOW, lease=SHORT) is None
+        assert not JobRun.objects.expired().exists()
+        time.sleep(0.1)
+    assert long_run.finish().returncode == 0
+    run = JobRun.objects.get()
+    assert (run.status, run.attempt) == (JobRun.Status.SUCCEEDED, 1)
+
+
+def test_a_killed_run_is_taken_over_within_one_lease(capsys):
+    lease = 2.0
+    [victim] = start("charge_ledger", "--window", WINDOW, "--lease", str(lease), "--hold", "60")
+    wait_until(Charge.objects.exists, "the run to start")
+    time.sleep(lease)  # Let the heartbeat renew at least once before the kill.
+    os.kill(victim.process.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    victim.finish()
+    while (successor := JobRun.objects.claim("charge_ledger", WINDOW, lease=SHORT)) is None:
+        time.sleep(0.02)
+    delay = time.monotonic() - killed_at
+    with capsys.disabled():
+        print(f"\n[{connection.vendor}] takeover {delay:.2f} s after SIGKILL, lease {lease} s")
+    assert successor.attempt == 2
+    assert delay <= lease + 0.5
+
+
+def test_a_paused_run_is_taken_over_and_its_fenced_writes_are_refused_after_it_resumes():
+    [paused] = start("charge_steps", "--window", WINDOW, "--lease", "1", "--steps", "20")
+    read_until(paused, "step 0 done")
+    os.kill(paused.process.pid, signal.SIGSTOP)
+    try:
+        wait_until(JobRun.objects.expired().exists, "the paused run's lease to end")
+        [successor] = race(
+            "charge_steps", "--window", WINDOW, "--steps", "3", "--pause", "0", instances=1
+        )
+        assert successor.outcome == "ran", successor
+        written_before_resume = Charge.objects.filter(attempt=1).count()
+    finally:
+        os.kill(paused.process.pid, signal.SIGCONT)
+    late = paused.finish()
+    assert late.returncode == 1
+    assert "is no longer held by" in late.stderr
+    assert Charge.objects.filter(attempt=1).count() == written_before_resume
+    assert Charge.objects.filter(attempt=2).count() == 3
+    run = JobRun.objects.get()
+    assert (run.status, run.attempt) == (JobRun.Status.SUCCEEDED, 2)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_records_the_claim_failed_and_the_next_instance_runs_at_once(signum):
+    [stopped] = start("charge_ledger", "--window", WINDOW, "--lease", "600", "--hold", "60")
+    wait_until(Charge.objects.exists, "the run to start")
+    os.kill(stopped.process.pid, signum)
+    result = stopped.finish(timeout=10)
+    assert result.returncode == 128 + signum
+    assert f"interrupted by {signum.name}" in result.stderr
+    run = JobRun.objects.get()
+    assert run.status == JobRun.Status.FAILED
+    assert run.error.startswith(f"Interrupted by {signum.name}.")
+
+    [next_run] = race("charge_ledger", "--window", WINDOW, instances=1)
+    assert next_run.outcome == "ran", next_run
+    assert JobRun.objects.get().attempt == 2
+
+
+def cut_other_connections() -> int:
+    """End every other session on the test database, as a failover would."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return len(cursor.fetchall())
+        cursor.execute(
+            "SELECT id FROM information_schema.processlist "
+            "WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        for session in ids:
+            cursor.execute(f"KILL {int(session)}")
+        return len(ids)
+
+
+def test_a_cut_database_connection_fails_the_run_clearly_and_the_next_instance_takes_over():
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite is a file opened by the process: there is no connection to cut")
+    [cut] = start("charge_steps", "--window", WINDOW, "--lease", "30", "--steps", "50")
+    read_until(cut, "step 0 done")
+    assert cut_other_connections() >= 1
+    result = cut.finish()
+    assert result.returncode == 1
+    assert "OperationalError" in result.stderr or "InterfaceError" in result.stderr
+    run = JobRun.objects.get()
+    assert run.status == JobRun.Status.FAILED
+
+    [next_run] = race("charge_steps", "--window", WINDOW, "--pause", "0", instances=1)
+    assert next_run.outcome == "ran", next_run
+    run = JobRun.objects.get()
+    assert (run.status, run.attempt) == (JobRun.Status.SUCCEEDED, 2)
+
+
+def test_a_host_clock_an_hour_off_gets_the_same_outcome_as_a_right_one():
+    # Overlapping windows are allowed, so only agreeing on the window can
+    # make one of the two instances skip.
+    line = StartingLine()
+    group = [
+        Instance("charge_overlapping", line=line, env={"TESTAPP_HOST_CLOCK_OFFSET": offset})
+        for offset in ("0", "3600")
+    ]
+    for instance in group:
+        instance.wait_ready()
+    before = resolve("hourly").key_at(database_now())
+    line.release()
+    results = [instance.finish() for instance in group]
+    after = resolve("hourly").key_at(database_now())
+    assert outcomes(results) == {"ran": 1, "skipped": 1}, results
+    assert JobRun.objects.get().window in {before, after}
+
+
+def test_a_host_clock_an_hour_off_claims_the_window_of_the_database_clock():
+    before = resolve("hourly").key_at(database_now())
+    [skewed] = race("charge_ledger", instances=1, env={"TESTAPP_HOST_CLOCK_OFFSET": "-3600"})
+    after = resolve("hourly").key_at(database_now())
+    assert skewed.outcome == "ran", skewed
+    assert JobRun.objects.get().window in {before, after}
