@@ -8,3 +8,10 @@ class JobClaimsConfig(AppConfig):
     name = "jobclaims"
     verbose_name = _("Job claims")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Imported here: the checks import the models, which need the app
+        # registry that is being populated while this module loads.
+        from jobclaims.checks import register_checks
+
+        register_checks()

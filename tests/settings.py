@@ -24,6 +24,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4"}
 
+# tests/test_pgbouncer.py sends the processes it races through PgBouncer
+# ("host:port"): the same server and test database, reached another way.
+# Transaction pooling gives each transaction whichever server connection is
+# free, and a server-side cursor cannot outlive its transaction there.
+if pooler := env("TESTS_POSTGRES_POOLER", default=""):
+    pooler_host, _, pooler_port = pooler.rpartition(":")
+    DATABASES["default"].update(
+        HOST=pooler_host, PORT=pooler_port, DISABLE_SERVER_SIDE_CURSORS=True
+    )
+
+# A read replica for tests/test_routers.py: the same database under another
+# alias, which the test runner treats as a mirror of default.
+DATABASES["replica"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -1,0 +1,157 @@
+"""System checks: the project settings under which claims would not hold.
+
+``manage.py check`` (and ``migrate``, ``runserver``, the test runner) runs
+them, so a deployment that would let a job run twice is told so before the
+first job runs. Every check can be run alone with ``check --tag jobclaims``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.db import connections, router
+
+from jobclaims import conf
+from jobclaims.conf import jobclaims_settings
+from jobclaims.models import JobRun
+
+TAG = "jobclaims"
+
+
+def register_checks() -> None:
+    """Called from ``AppConfig.ready()``, once the models can be imported."""
+    register(TAG)(check_settings)
+    register(TAG)(check_use_tz)
+    register(TAG)(check_claims_database_is_the_primary)
+    register(TAG)(check_row_locks)
+
+
+def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """jobclaims.E003: every value in ``JOBCLAIMS`` must be usable."""
+    if not _concerns_jobclaims(app_configs):
+        return []
+    return [
+        Error(
+            problem,
+            hint="Fix JOBCLAIMS in your settings; docs/settings.md lists every key.",
+            id="jobclaims.E003",
+        )
+        for problem in conf.problems()
+    ]
+
+
+def check_use_tz(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """jobclaims.E001: claims compare the database's UTC clock with stored moments."""
+    if not _concerns_jobclaims(app_configs) or settings.USE_TZ:
+        return []
+    return [
+        Error(
+            "USE_TZ is False: jobclaims stores and compares claim times in UTC "
+            "by the database's clock, which needs timezone-aware datetimes.",
+            hint="Set USE_TZ = True (Django's default).",
+            id="jobclaims.E001",
+        )
+    ]
+
+
+def check_claims_database_is_the_primary(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.E002: a claim written to or read from a replica is no claim.
+
+    A replica lags its primary, so two instances that each read the replica
+    can both see a window as free; and a read-only one refuses the write.
+    """
+    if not _concerns_jobclaims(app_configs) or conf.problems():
+        return []
+    routed = router.db_for_write(JobRun)
+    configured = jobclaims_settings.database
+    if configured is not None and routed != configured:
+        return [
+            Error(
+                f"JOBCLAIMS['DATABASE'] is {configured!r}, but the database router "
+                f"sends writes of jobclaims.JobRun to {routed!r}, so the admin and "
+                "the operator commands would not see the claims.",
+                hint=(
+                    f"Make your router's db_for_write() return {configured!r} for "
+                    f"models of the 'jobclaims' app, or set JOBCLAIMS['DATABASE'] "
+                    f"to {routed!r}."
+                ),
+                id="jobclaims.E002",
+            )
+        ]
+    alias = configured or routed
+    mirrored = connections[alias].settings_dict.get("TEST", {}).get("MIRROR")
+    if mirrored:
+        return [
+            Error(
+                f"Claims are written to the {alias!r} database, which is a replica "
+                f"of {mirrored!r} (its TEST['MIRROR']); a replica's lag would let "
+                "two instances claim the same window.",
+                hint=(
+                    f"Route writes of the 'jobclaims' app to the primary, {mirrored!r}, "
+                    f"or set JOBCLAIMS['DATABASE'] = {mirrored!r}."
+                ),
+                id="jobclaims.E002",
+            )
+        ]
+    return []
+
+
+def check_row_locks(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """jobclaims.W001: without row locks, claims are exact on one host only.
+
+    A database that cannot lock rows (SQLite) serialises writers with a
+    lock on its file, which holds between processes of one host but not
+    over a network file system.
+    """
+    if not _concerns_jobclaims(app_configs) or conf.problems():
+        return []
+    alias = jobclaims_settings.claims_database(JobRun)
+    connection = connections[alias]
+    if connection.features.has_select_for_update:
+        return []
+    return [
+        Warning(
+            f"The {alias!r} database, which claims are written to, cannot lock "
+            "rows: claims keep a job to one run only among processes on one host.",
+            hint=_file_lock_hint(alias),
+            id="jobclaims.W001",
+        )
+    ]
+
+
+def _file_lock_hint(alias: str) -> str:
+    """Advice for a database that locks its whole file instead of rows."""
+    connection = connections[alias]
+    options = connection.settings_dict.get("OPTIONS", {})
+    advice = []
+    # Backends with this attribute (SQLite, Django 5.1+) accept
+    # OPTIONS["transaction_mode"]. IMMEDIATE takes the write lock when a
+    # transaction starts, so a contender waits for it instead of failing
+    # with "database is locked" when it first writes.
+    if hasattr(connection, "transaction_modes") and (
+        str(options.get("transaction_mode", "")).upper() != "IMMEDIATE"
+    ):
+        advice.append(f"DATABASES[{alias!r}]['OPTIONS']['transaction_mode'] = 'IMMEDIATE'")
+    if "timeout" not in options:
+        advice.append(
+            f"DATABASES[{alias!r}]['OPTIONS']['timeout'] = 20 "
+            "(seconds to wait for the lock before failing)"
+        )
+    multi_host = (
+        "Run every instance on this host, or write claims to PostgreSQL or "
+        "MariaDB/MySQL when jobs run on several hosts"
+    )
+    if advice:
+        return f"{multi_host}; and set " + " and ".join(advice) + "."
+    return f'{multi_host}. Silence this with SILENCED_SYSTEM_CHECKS = ["jobclaims.W001"].'
+
+
+def _concerns_jobclaims(app_configs: Sequence[AppConfig] | None) -> bool:
+    """False when ``manage.py check some_app`` names other apps only."""
+    return app_configs is None or any(config.name == "jobclaims" for config in app_configs)

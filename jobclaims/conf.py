@@ -1,0 +1,120 @@
+"""jobclaims' settings: one ``JOBCLAIMS`` dict in the project's settings.
+
+Every value is read from ``django.conf.settings`` when it is used, never at
+import time, so ``override_settings(JOBCLAIMS=...)`` works in tests and
+nothing is ever written back into the project's settings::
+
+    JOBCLAIMS = {
+        "DEFAULT_LEASE": datetime.timedelta(minutes=30),
+        "DATABASE": "primary",
+    }
+
+Keys left out take their defaults. ``manage.py check`` reports a bad value
+as ``jobclaims.E003``; reading one raises ``ImproperlyConfigured`` with the
+same message, so a job never runs on a setting it misread.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import router
+from django.db.models import Model
+
+SETTING_NAME = "JOBCLAIMS"
+
+
+@dataclass(frozen=True)
+class _Setting:
+    default: object
+    #: Returns what is wrong with a value, or "" when it is fine.
+    problem: Callable[[object], str]
+
+
+def _positive_timedelta(value: object) -> str:
+    if isinstance(value, datetime.timedelta) and value > datetime.timedelta():
+        return ""
+    return f"must be a positive datetime.timedelta, not {value!r}"
+
+
+def _database_alias(value: object) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return f"must be a database alias (a str) or None, not {value!r}"
+    if value not in django_settings.DATABASES:
+        known = ", ".join(repr(alias) for alias in django_settings.DATABASES)
+        return f"is {value!r}, which is not in DATABASES (it has {known})"
+    return ""
+
+
+SETTINGS: Mapping[str, _Setting] = {
+    # The lease a JobCommand takes when it sets none and --lease is not given.
+    "DEFAULT_LEASE": _Setting(datetime.timedelta(minutes=10), _positive_timedelta),
+    # The alias claims are written to; None follows the router's db_for_write.
+    "DATABASE": _Setting(None, _database_alias),
+    # How far this host's clock may drift from the database's before a warning.
+    "CLOCK_SKEW_WARNING": _Setting(datetime.timedelta(minutes=1), _positive_timedelta),
+}
+
+
+def problems() -> list[str]:
+    """Every way the ``JOBCLAIMS`` setting is wrong, as sentences that name the fix."""
+    configured = getattr(django_settings, SETTING_NAME, {})
+    if not isinstance(configured, Mapping):
+        return [f"{SETTING_NAME} must be a dict, not {type(configured).__name__}"]
+    found = []
+    for key in configured:
+        if key not in SETTINGS:
+            known = ", ".join(SETTINGS)
+            found.append(f"{SETTING_NAME} has an unknown key {key!r}; the keys are {known}")
+    for key, setting in SETTINGS.items():
+        if key in configured and (problem := setting.problem(configured[key])):
+            found.append(f"{SETTING_NAME}[{key!r}] {problem}")
+    return found
+
+
+class JobClaimsSettings:
+    """Typed, lazy access to ``settings.JOBCLAIMS`` with its defaults filled in."""
+
+    @property
+    def default_lease(self) -> datetime.timedelta:
+        """How long a claim lasts when the job sets no lease of its own."""
+        return self._value("DEFAULT_LEASE")
+
+    @property
+    def database(self) -> str | None:
+        """The alias claims are written to, or None to ask the router."""
+        return self._value("DATABASE")
+
+    def claims_database(self, model: type[Model]) -> str:
+        """The alias ``model``'s claims are written to and read back from.
+
+        ``DATABASE`` when it is set, else the router's choice for writes: a
+        claim read from a lagging replica could let a second instance in.
+        """
+        return self.database or router.db_for_write(model)
+
+    @property
+    def clock_skew_warning(self) -> datetime.timedelta:
+        """The drift between this host's clock and the database's worth a warning."""
+        return self._value("CLOCK_SKEW_WARNING")
+
+    def _value(self, key: str) -> Any:
+        configured = getattr(django_settings, SETTING_NAME, {})
+        if not isinstance(configured, Mapping):
+            raise ImproperlyConfigured(problems()[0])
+        if key not in configured:
+            return SETTINGS[key].default
+        value = configured[key]
+        if problem := SETTINGS[key].problem(value):
+            raise ImproperlyConfigured(f"{SETTING_NAME}[{key!r}] {problem}")
+        return value
+
+
+jobclaims_settings = JobClaimsSettings()

@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+import datetime
+from io import StringIO
+
+import pytest
+from django.apps import apps
+from django.core.checks import CheckMessage
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.db import connection
+from django.test import override_settings
+
+from jobclaims import checks
+
+REPLICA_WRITES = override_settings(DATABASE_ROUTERS=["tests.routers.WritesToReplicaRouter"])
+PRIMARY_WRITES = override_settings(DATABASE_ROUTERS=["tests.routers.ReadReplicaRouter"])
+
+
+def ids(messages: list[CheckMessage]) -> list[str]:
+    return [message.id for message in messages]
+
+
+def test_no_jobclaims_setting_passes_the_settings_check():
+    assert checks.check_settings() == []
+
+
+@override_settings(
+    JOBCLAIMS={
+        "DEFAULT_LEASE": datetime.timedelta(minutes=5),
+        "DATABASE": "default",
+        "CLOCK_SKEW_WARNING": datetime.timedelta(seconds=5),
+    }
+)
+def test_every_key_set_to_a_valid_value_passes_the_settings_check():
+    assert checks.check_settings() == []
+
+
+@override_settings(JOBCLAIMS={"DEFAULT_LEASE": 600})
+def test_a_lease_given_as_a_number_is_error_e003_asking_for_a_timedelta():
+    [error] = checks.check_settings()
+    assert error.id == "jobclaims.E003"
+    assert error.msg == (
+        "JOBCLAIMS['DEFAULT_LEASE'] must be a positive datetime.timedelta, not 600"
+    )
+    assert "docs/settings.md" in error.hint
+
+
+@override_settings(JOBCLAIMS={"CLOCK_SKEW_WARNING": datetime.timedelta()})
+def test_a_zero_clock_skew_warning_is_error_e003():
+    assert ids(checks.check_settings()) == ["jobclaims.E003"]
+
+
+@override_settings(JOBCLAIMS={"LEASE": datetime.timedelta(minutes=5)})
+def test_a_misspelt_key_is_error_e003_listing_the_known_keys():
+    [error] = checks.check_settings()
+    assert error.id == "jobclaims.E003"
+    assert "unknown key 'LEASE'" in error.msg
+    assert "DEFAULT_LEASE, DATABASE, CLOCK_SKEW_WARNING" in error.msg
+
+
+@override_settings(JOBCLAIMS={"DATABASE": "claims"})
+def test_a_database_alias_missing_from_databases_is_error_e003():
+    [error] = checks.check_settings()
+    assert error.id == "jobclaims.E003"
+    assert "'claims', which is not in DATABASES" in error.msg
+
+
+@override_settings(JOBCLAIMS=[("DATABASE", "default")])
+def test_a_jobclaims_setting_that_is_not_a_dict_is_error_e003():
+    [error] = checks.check_settings()
+    assert error.msg == "JOBCLAIMS must be a dict, not list"
+
+
+@override_settings(USE_TZ=False)
+def test_use_tz_off_is_error_e001():
+    [error] = checks.check_use_tz()
+    assert error.id == "jobclaims.E001"
+    assert error.hint == "Set USE_TZ = True (Django's default)."
+
+
+def test_use_tz_on_passes():
+    assert checks.check_use_tz() == []
+
+
+@override_settings(USE_TZ=False)
+def test_checking_another_app_leaves_the_jobclaims_checks_out():
+    assert checks.check_use_tz(app_configs=[apps.get_app_config("auth")]) == []
+    assert ids(checks.check_use_tz(app_configs=[apps.get_app_config("jobclaims")])) == [
+        "jobclaims.E001"
+    ]
+
+
+@PRIMARY_WRITES
+def test_a_router_that_reads_from_a_replica_and_writes_to_the_primary_passes():
+    assert checks.check_claims_database_is_the_primary() == []
+
+
+@REPLICA_WRITES
+def test_claims_a_router_sends_to_a_replica_are_error_e002():
+    [error] = checks.check_claims_database_is_the_primary()
+    assert error.id == "jobclaims.E002"
+    assert "the 'replica' database, which is a replica of 'default'" in error.msg
+    assert "JOBCLAIMS['DATABASE'] = 'default'" in error.hint
+
+
+@override_settings(JOBCLAIMS={"DATABASE": "replica"})
+def test_a_claims_database_the_router_does_not_write_job_runs_to_is_error_e002():
+    [error] = checks.check_claims_database_is_the_primary()
+    assert error.id == "jobclaims.E002"
+    assert "sends writes of jobclaims.JobRun to 'default'" in error.msg
+    assert "db_for_write() return 'replica'" in error.hint
+
+
+@REPLICA_WRITES
+@override_settings(JOBCLAIMS={"DATABASE": "replica"})
+def test_claims_database_set_to_a_replica_is_error_e002_even_when_routed_there():
+    [error] = checks.check_claims_database_is_the_primary()
+    assert error.id == "jobclaims.E002"
+    assert "replica of 'default'" in error.msg
+
+
+@override_settings(JOBCLAIMS={"DATABASE": "claims"})
+def test_checks_that_need_the_settings_leave_a_bad_setting_to_e003():
+    assert checks.check_claims_database_is_the_primary() == []
+    assert checks.check_row_locks() == []
+
+
+def test_a_database_without_row_locks_is_warning_w001():
+    expected = [] if connection.features.has_select_for_update else ["jobclaims.W001"]
+    assert ids(checks.check_row_locks()) == expected
+
+
+def test_w001_recommends_immediate_transactions_and_a_busy_timeout_until_both_are_set(
+    monkeypatch,
+):
+    if connection.features.has_select_for_update:
+        pytest.skip("this database locks rows, so W001 does not apply to it")
+    [warning] = checks.check_row_locks()
+    assert "['OPTIONS']['transaction_mode'] = 'IMMEDIATE'" in warning.hint
+    assert "['OPTIONS']['timeout'] = 20" in warning.hint
+
+    options = {"transaction_mode": "IMMEDIATE", "timeout": 20}
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", options)
+    [warning] = checks.check_row_locks()
+    assert "OPTIONS" not in warning.hint
+    assert 'SILENCED_SYSTEM_CHECKS = ["jobclaims.W001"]' in warning.hint
+
+
+def test_manage_py_check_passes_with_the_test_settings():
+    out, err = StringIO(), StringIO()
+    call_command("check", stdout=out, stderr=err)
+    assert "jobclaims.E" not in out.getvalue() + err.getvalue()
+
+
+@override_settings(USE_TZ=False)
+def test_manage_py_check_fails_on_a_jobclaims_error():
+    with pytest.raises(SystemCheckError, match=r"\(jobclaims\.E001\) USE_TZ is False"):
+        call_command("check", stdout=StringIO(), stderr=StringIO())

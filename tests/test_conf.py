@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from jobclaims import conf
+from jobclaims.conf import jobclaims_settings
+from jobclaims.models import JobRun
+
+
+def test_every_key_has_its_default_when_jobclaims_is_not_set():
+    assert jobclaims_settings.default_lease == datetime.timedelta(minutes=10)
+    assert jobclaims_settings.database is None
+    assert jobclaims_settings.clock_skew_warning == datetime.timedelta(minutes=1)
+
+
+def test_override_settings_changes_a_value_at_once_and_leaves_the_others_default():
+    with override_settings(JOBCLAIMS={"DEFAULT_LEASE": datetime.timedelta(hours=1)}):
+        assert jobclaims_settings.default_lease == datetime.timedelta(hours=1)
+        assert jobclaims_settings.clock_skew_warning == datetime.timedelta(minutes=1)
+    assert jobclaims_settings.default_lease == datetime.timedelta(minutes=10)
+
+
+def test_reading_a_value_never_writes_into_the_projects_settings():
+    jobclaims_settings.default_lease
+    jobclaims_settings.database
+    assert not hasattr(settings, "JOBCLAIMS")
+
+
+@override_settings(JOBCLAIMS={"DEFAULT_LEASE": datetime.timedelta(minutes=-5)})
+def test_reading_a_bad_value_raises_improperly_configured_naming_the_key():
+    with pytest.raises(
+        ImproperlyConfigured,
+        match=r"JOBCLAIMS\['DEFAULT_LEASE'\] must be a positive datetime.timedelta",
+    ):
+        jobclaims_settings.default_lease
+
+
+@override_settings(JOBCLAIMS={"DATABASE": "claims"})
+def test_a_database_alias_must_be_one_of_databases():
+    with pytest.raises(ImproperlyConfigured, match="'claims', which is not in DATABASES"):
+        jobclaims_settings.database
+
+
+@override_settings(JOBCLAIMS="DEFAULT_LEASE=600")
+def test_a_jobclaims_setting_that_is_not_a_dict_cannot_be_read():
+    with pytest.raises(ImproperlyConfigured, match="JOBCLAIMS must be a dict, not str"):
+        jobclaims_settings.default_lease
+
+
+@override_settings(
+    JOBCLAIMS={
+        "DEFAULT_LEASE": "10m",
+        "DATABASE": 1,
+        "CLOCK_SKEW_WARNING": datetime.timedelta(seconds=30),
+        "LEASES": {},
+    }
+)
+def test_problems_lists_every_bad_key_and_value_at_once():
+    assert conf.problems() == [
+        "JOBCLAIMS has an unknown key 'LEASES'; the keys are "
+        "DEFAULT_LEASE, DATABASE, CLOCK_SKEW_WARNING",
+        "JOBCLAIMS['DEFAULT_LEASE'] must be a positive datetime.timedelta, not '10m'",
+        "JOBCLAIMS['DATABASE'] must be a database alias (a str) or None, not 1",
+    ]
+
+
+def test_claims_follow_the_routers_write_database_when_database_is_not_set():
+    assert jobclaims_settings.claims_database(JobRun) == "default"
+    with override_settings(DATABASE_ROUTERS=["tests.routers.WritesToReplicaRouter"]):
+        assert jobclaims_settings.claims_database(JobRun) == "replica"
+
+
+@override_settings(
+    DATABASE_ROUTERS=["tests.routers.WritesToReplicaRouter"],
+    JOBCLAIMS={"DATABASE": "default"},
+)
+def test_database_overrides_the_router_for_claims():
+    assert jobclaims_settings.claims_database(JobRun) == "default"

@@ -1,0 +1,96 @@
+"""Claims go to the primary even when a router sends reads to a replica.
+
+A replica lags its primary: two instances that each read a free window from
+it would both run. Here "replica" is the test database under another alias
+(TEST MIRROR), so only the queries each connection ran show where a claim
+went.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+
+from jobclaims.models import JobRun
+from tests.conftest import run_command
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "replica"])
+
+WINDOW = "2026-11-29T10:00+00:00"
+LEASE = datetime.timedelta(minutes=5)
+
+
+@pytest.fixture(autouse=True)
+def reads_go_to_the_replica(settings):
+    settings.DATABASE_ROUTERS = ["tests.routers.ReadReplicaRouter"]
+
+
+@dataclass
+class ClaimQueries:
+    """The SQL that touched the claims table, per database alias."""
+
+    primary: list[str]
+    replica: list[str]
+
+
+@contextmanager
+def claim_queries() -> Iterator[ClaimQueries]:
+    seen = ClaimQueries(primary=[], replica=[])
+    with CaptureQueriesContext(connections["default"]) as primary:
+        with CaptureQueriesContext(connections["replica"]) as replica:
+            yield seen
+    for captured, into in ((primary, seen.primary), (replica, seen.replica)):
+        into.extend(
+            query["sql"]
+            for query in captured.captured_queries
+            if JobRun._meta.db_table in query["sql"]
+        )
+
+
+def test_the_router_really_sends_reads_to_the_replica():
+    with claim_queries() as queries:
+        list(JobRun.objects.all())
+    assert (len(queries.primary), len(queries.replica)) == (0, 1)
+
+
+def test_a_claim_and_its_release_use_the_primary_only():
+    with claim_queries() as queries:
+        run = JobRun.objects.claim("sync", WINDOW, lease=LEASE)
+        assert run.release()
+    assert queries.replica == []
+    assert any(sql.startswith("INSERT") for sql in queries.primary)
+    assert any(sql.startswith("UPDATE") for sql in queries.primary)
+
+
+def test_a_refused_claim_reads_the_primary_only():
+    JobRun.objects.claim("sync", WINDOW, lease=LEASE)
+    with claim_queries() as queries:
+        assert JobRun.objects.claim("sync", WINDOW, lease=LEASE) is None
+    assert queries.replica == []
+    assert queries.primary
+
+
+def test_a_takeover_of_a_failed_window_uses_the_primary_only():
+    JobRun.objects.claim("sync", WINDOW, lease=LEASE).release(
+        JobRun.Status.FAILED, error="boom"
+    )
+    with claim_queries() as queries:
+        run = JobRun.objects.claim("sync", WINDOW, lease=LEASE)
+    assert run.attempt == 2
+    assert queries.replica == []
+
+
+def test_a_job_command_claims_and_records_its_outcome_on_the_primary():
+    with claim_queries() as queries:
+        out, err, status = run_command("charge_ledger", "--window", WINDOW)
+    assert status == 0, err
+    assert out.startswith("Claimed ")
+    assert queries.replica == []
+    assert JobRun.objects.using("default").get().status == JobRun.Status.SUCCEEDED
+
