@@ -6,21 +6,20 @@ import argparse
 import datetime
 import signal
 import threading
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DatabaseError, connections, router
+from django.db import DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Q
 from django.utils import timezone
 
 from jobclaims import windows
-from jobclaims.clock import database_now
+from jobclaims.claiming import holding, window_key
+from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted
-from jobclaims.heartbeat import Heartbeat
 from jobclaims.models import JobRun
 
 
@@ -60,8 +59,9 @@ class JobCommand(BaseCommand):
     #: The slot a run belongs to: a calendar name ("minutely", "hourly",
     #: "daily", "weekly", "monthly", in TIME_ZONE) or a timedelta bucket.
     window: windows.WindowSpec = "minutely"
-    #: How long a claim lasts before a crashed run's window can be taken over.
-    lease: datetime.timedelta = datetime.timedelta(minutes=10)
+    #: How long a claim lasts before a crashed run's window can be taken over;
+    #: renewed while the job runs. None: JOBCLAIMS["DEFAULT_LEASE"] (10 minutes).
+    lease: datetime.timedelta | None = None
     #: Let a run start while another window's run of this job still holds it.
     allow_overlap: bool = False
 
@@ -76,7 +76,7 @@ class JobCommand(BaseCommand):
             "--lease",
             type=positive_seconds,
             metavar="SECONDS",
-            help=f"How long the claim lasts (default: {self.lease}).",
+            help="How long the claim lasts; renewed while the job runs.",
         )
         parser.add_argument(
             "--force",
@@ -92,7 +92,7 @@ class JobCommand(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         job = self.job_name or self._command_name()
-        lease = options["lease"] or self.lease
+        lease = options["lease"] or self.lease or jobclaims_settings.default_lease
         window = self._window_key(options["window_key"])
         try:
             run = JobRun.objects.claim(
@@ -122,13 +122,11 @@ class JobCommand(BaseCommand):
 
     def _window_key(self, explicit: str | None) -> str:
         try:
-            window = windows.resolve(self.window)
+            windows.resolve(self.window)
         except ValueError as error:
             raise CommandError(f"{type(self).__name__}.window: {error}") from error
-        if explicit is None:
-            return window.key_at(database_now(router.db_for_write(JobRun)))
         try:
-            return window.key_for(explicit)
+            return window_key(self.window, explicit)
         except ValueError as error:
             raise CommandError(f"--window: {error}") from error
 
@@ -156,7 +154,7 @@ class JobCommand(BaseCommand):
 
     def _explain_missing_migrations(self) -> None:
         """Turn the error of a database without jobclaims' tables into the fix."""
-        connection = connections[router.db_for_write(JobRun)]
+        connection = connections[jobclaims_settings.claims_database(JobRun)]
         executor = MigrationExecutor(connection)
         leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "jobclaims"]
         if executor.migration_plan(leaves):
@@ -173,42 +171,18 @@ class JobCommand(BaseCommand):
         options: dict[str, Any],
     ) -> None:
         try:
-            with _stop_on_signals(), Heartbeat(run, lease):
+            with _stop_on_signals(), holding(run, lease):
                 self.run_job(run, *args, **options)
         except JobInterrupted as interrupt:
-            name = signal.Signals(interrupt.signum).name
-            self._record_failure(run, f"Interrupted by {name}.\n{traceback.format_exc()}")
             raise CommandError(
-                f"{run} was interrupted by {name}; its claim is released as "
-                "failed, so the next run may start at once",
+                f"{run} was {interrupt}; its claim is released as failed, so "
+                "the next run may start at once",
                 returncode=128 + interrupt.signum,
             ) from interrupt
         except ClaimLost as lost:
             raise CommandError(f"{lost}; stopped without recording an outcome") from lost
-        except BaseException:
-            self._record_failure(run, traceback.format_exc())
-            raise
-        if not run.release(JobRun.Status.SUCCEEDED):
-            raise CommandError(
-                f"{run.job} {run.window} was taken over by another instance while "
-                "this one ran, so its success was not recorded; raise the lease "
-                "above the job's running time"
-            )
         self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
 
-    def _record_failure(self, run: JobRun, error: str) -> None:
-        """Record the run failed, so the next instance retries it at once."""
-        connection = connections[run._state.db]
-        if not connection.in_atomic_block:
-            # The job's error may have been the connection itself dying.
-            connection.close_if_unusable_or_obsolete()
-        try:
-            run.release(JobRun.Status.FAILED, error=error)
-        except DatabaseError as db_error:
-            self.stderr.write(
-                f"Could not record the failure of {run} ({db_error}); the next "
-                f"run takes the window over when the lease ends at {_local(run.expires_at)}."
-            )
 
 @contextmanager
 def _stop_on_signals() -> Iterator[None]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 
 class ClaimLost(Exception):
     """This run no longer holds its claim: another instance took it over.
@@ -21,4 +23,16 @@ class JobInterrupted(BaseException):
 
     def __init__(self, signum: int):
         self.signum = signum
-        super().__init__(f"interrupted by signal {signum}")
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+class NotClaimed(Exception):
+    """``jobclaims.claim()`` was refused: the block did not run.
+
+    Another instance holds the window, the window already succeeded, or a
+    run of another window still holds the job. Skipping is normal; catch it.
+    """
+
+    def __init__(self, job: str, window: str):
+        self.job, self.window = job, window
+        super().__init__(f"{job} {window} is held by another instance or already done")

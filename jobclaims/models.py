@@ -9,11 +9,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import ContextManager
 
-from django.db import IntegrityError, connections, models, router, transaction
+from django.db import IntegrityError, connections, models, transaction
 from django.db.models import ExpressionWrapper, F, Q
 from django.utils.translation import gettext_lazy as _
 
+from jobclaims import events
 from jobclaims.clock import DatabaseNow, database_now
+from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost
 from jobclaims.owner import process_owner
 
@@ -76,7 +78,7 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         claim that has not committed is invisible to the other instances.
         """
         self.model.validate_claim(job, window, lease)
-        db = router.db_for_write(self.model)
+        db = jobclaims_settings.claims_database(self.model)
         new = self.model(
             job=job,
             window=window,
@@ -90,19 +92,31 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         # (the window is held or done) end here without writing anything.
         free = ExpressionWrapper(rivals.free, output_field=models.BooleanField())
         rows = self.using(db).filter(rivals.contested).annotate(free=free)
-        seen = dict(rows.values_list("window", "free"))
+        seen = list(rows.values_list("window", "status", "free"))
+        blocking = [(row_window, status) for row_window, status, free in seen if not free]
+        if blocking:
+            events.skipped(self.model, job, window, _skip_reason(window, blocking))
+            return None
+        run, previous_status = None, None
         try:
             if not seen:
                 # The window's first claim: there is no row to lock yet, so
                 # the unique constraints settle a race between instances.
                 with transaction.atomic(using=db):
                     new.save(using=db, force_insert=True)
-                return new
-            if all(seen.values()):
-                return self._take_over(db, new, rivals, lease, force, window in seen)
+                run = new
+            else:
+                window_exists = any(row_window == window for row_window, _, _ in seen)
+                run, previous_status = self._take_over(
+                    db, new, rivals, lease, force, window_exists
+                )
         except IntegrityError:
-            pass
-        return None
+            pass  # Another instance inserted first: the constraint decided.
+        if run is None:
+            events.skipped(self.model, job, window, "held")
+        else:
+            events.acquired(run, previous_status)
+        return run
 
     def _take_over(
         self,
@@ -112,9 +126,11 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         lease: datetime.timedelta,
         force: bool,
         window_exists: bool,
-    ) -> JobRun | None:
+    ) -> tuple[JobRun | None, str | None]:
         """Reassign the window's row, and break dead runs' holds on the job.
 
+        Returns the claimed run and the status its row had before (``None``
+        for a new row), or ``(None, None)`` when another contender won.
         Every write is a compare-and-set that restates its condition, so a
         contender that read the same rows a moment earlier changes nothing.
         """
@@ -132,15 +148,19 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
                 runs.filter(rivals.free, pk__in=dead_holders).update(holds_job=None)
             current = next((row for row in rows if row.window == new.window), None)
             if current is None and window_exists:
-                return None  # Another contender is taking it over.
+                return None, None  # Another contender is taking it over.
             if current is None:
                 new.save(using=db, force_insert=True)
-                return new
-            return self._reassign(current, new, lease, force)
+                return new, None
+            previous_status = current.status
+            if not self._reassign(current, new, lease, force):
+                return None, None
+        return current, previous_status
 
     def _reassign(
         self, current: JobRun, new: JobRun, lease: datetime.timedelta, force: bool
-    ) -> JobRun | None:
+    ) -> bool:
+        """Hand ``current`` over to ``new``'s holder, if no one else did first."""
         changes = {
             "owner": new.owner,
             "token": new.token,
@@ -157,11 +177,11 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
             .update(attempt=F("attempt") + 1, **changes)
         )
         if not won:
-            return None
+            return False
         for name, value in changes.items():
             setattr(current, name, value)
         current.attempt += 1
-        return current
+        return True
 
 
 @dataclass(frozen=True)
@@ -182,6 +202,14 @@ def _rivals(new: JobRun, force: bool) -> _Rivals:
         ~same_window & Q(expires_at__lte=DatabaseNow())
     )
     return _Rivals(contested=contested & Q(job=new.job), free=free)
+
+
+def _skip_reason(window: str, blocking: list[tuple[str, str]]) -> str:
+    """Why the rows in the way refuse the claim, for signals and logs."""
+    for row_window, status in blocking:
+        if row_window == window:
+            return "succeeded" if status == JobRun.Status.SUCCEEDED else "held"
+    return "overlap"
 
 
 def _open_q(force: bool) -> Q:
@@ -312,6 +340,7 @@ class JobRun(models.Model):
         self.status, self.error, self.holds_job = status, error, None
         # Set by the database clock: loaded from the row if it is read.
         del self.finished_at
+        events.finished(self)
         return True
 
     def renew(self, lease: datetime.timedelta) -> bool:

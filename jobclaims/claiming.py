@@ -1,0 +1,158 @@
+"""Claims for code that is not a management command: tasks and functions.
+
+``claim()`` and ``@claimed`` give a Celery task, a Django task or a plain
+function what ``JobCommand`` gives a command: one run per window, a lease
+renewed while the code runs, and the outcome recorded on the claim.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
+
+from django.db import DatabaseError, connections
+
+from jobclaims.clock import database_now
+from jobclaims.conf import jobclaims_settings
+from jobclaims.exceptions import ClaimLost, NotClaimed
+from jobclaims.heartbeat import Heartbeat
+from jobclaims.models import JobRun
+from jobclaims.windows import WindowSpec, resolve
+
+logger = logging.getLogger("jobclaims")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def window_key(spec: WindowSpec, explicit: str | None = None) -> str:
+    """The key of the window that starts now by the database clock, or of ``explicit``.
+
+    Raises ``ValueError`` naming the fix for an unknown spec or a key that
+    does not parse.
+    """
+    window = resolve(spec)
+    if explicit is not None:
+        return window.key_for(explicit)
+    return window.key_at(database_now(jobclaims_settings.claims_database(JobRun)))
+
+
+@contextmanager
+def claim(
+    job: str,
+    *,
+    window: WindowSpec = "minutely",
+    key: str | None = None,
+    lease: datetime.timedelta | None = None,
+    force: bool = False,
+    allow_overlap: bool = False,
+) -> Iterator[JobRun]:
+    """Run the block as the only holder of ``job``'s current window.
+
+    Raises ``NotClaimed`` before the block runs if another instance holds it
+    or it already succeeded::
+
+        try:
+            with claim("sync_ledger", window="hourly") as run:
+                sync_ledger()
+        except NotClaimed:
+            pass  # another server is on it
+
+    ``key`` claims an explicit window instead of the current one; ``lease``
+    defaults to ``JOBCLAIMS["DEFAULT_LEASE"]``.
+    """
+    lease = lease or jobclaims_settings.default_lease
+    slot = window_key(window, key)
+    run = JobRun.objects.claim(job, slot, lease=lease, force=force, allow_overlap=allow_overlap)
+    if run is None:
+        raise NotClaimed(job, slot)
+    with holding(run, lease):
+        yield run
+
+
+def claimed(
+    job: str | None = None,
+    *,
+    window: WindowSpec = "minutely",
+    lease: datetime.timedelta | None = None,
+    allow_overlap: bool = False,
+) -> Callable[[Callable[P, R]], Callable[P, R | None]]:
+    """Decorate a function so it runs at most once per window.
+
+    When the claim is refused the function is not called and the call
+    returns ``None``. ``job`` defaults to the function's dotted name.
+    Put it under a task decorator, so the task runs the claimed function::
+
+        @shared_task
+        @claimed(window="hourly")
+        def sync_ledger(): ...
+    """
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R | None]:
+        name = job or f"{function.__module__}.{function.__qualname__}"
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | None:
+            try:
+                with claim(name, window=window, lease=lease, allow_overlap=allow_overlap):
+                    return function(*args, **kwargs)
+            except NotClaimed as refused:
+                # Raised on entering the block only: the function never ran.
+                logger.debug("Not calling %s: %s", name, refused)
+                return None
+
+        return wrapper
+
+    return decorate
+
+
+@contextmanager
+def holding(run: JobRun, lease: datetime.timedelta) -> Iterator[JobRun]:
+    """Hold ``run``'s claim while the block runs, then record how it ended.
+
+    The lease is renewed in the background. The claim is recorded
+    succeeded when the block returns and failed, with the error, when it
+    raises. If the claim was lost meanwhile nothing is recorded over the new
+    holder, and ``ClaimLost`` is raised.
+    """
+    try:
+        with Heartbeat(run, lease):
+            yield run
+    except ClaimLost:
+        raise
+    except BaseException as error:
+        record_failure(run, error)
+        raise
+    if not run.release(JobRun.Status.SUCCEEDED):
+        raise ClaimLost(
+            f"{run.job} {run.window} was taken over by another instance while "
+            "this one ran (it stopped renewing its lease, paused or cut off), "
+            "so its success was not recorded"
+        )
+
+
+def record_failure(run: JobRun, error: BaseException) -> None:
+    """Record the run failed with ``error``, so the next instance retries it at once.
+
+    The error's one-line summary comes first, then the traceback.
+    """
+    connection = connections[run._state.db]
+    if not connection.in_atomic_block:
+        # The job may have failed because the connection died: reconnect.
+        connection.close_if_unusable_or_obsolete()
+    summary = "".join(traceback.format_exception_only(error)).strip()
+    try:
+        run.release(JobRun.Status.FAILED, error=f"{summary}\n\n{traceback.format_exc()}")
+    except DatabaseError as db_error:
+        logger.error(
+            "Could not record the failure of %s (%s); the next run takes the "
+            "window over when the lease ends",
+            run,
+            db_error,
+            extra={"job": run.job, "window": run.window, "owner": run.owner},
+        )

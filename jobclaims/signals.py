@@ -1,0 +1,27 @@
+"""Signals sent as claims change hands, for metrics and alerts.
+
+Each is sent with ``sender=JobRun``. Receivers run in the claiming process,
+after the claim's statement committed, so a slow receiver delays the job,
+never another instance.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+#: A run took a window: ``run`` (attempt 1 for a window's first claim).
+claim_acquired = Signal()
+
+#: A run took over a window another run held: ``run`` and ``previous_status``
+#: ("running" when its holder's lease ran out, "failed", or "succeeded" with
+#: force). Sent after ``claim_acquired``.
+claim_taken_over = Signal()
+
+#: An instance stepped aside: ``job``, ``window`` and ``reason``, one of
+#: "held" (another instance holds the window), "succeeded" (it already ran)
+#: or "overlap" (a run of another window still holds the job).
+claim_skipped = Signal()
+
+#: A run recorded its outcome: ``run``, ``status`` ("succeeded" or "failed")
+#: and ``duration`` (a timedelta, by the database clock).
+run_finished = Signal()

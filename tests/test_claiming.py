@@ -1,0 +1,99 @@
+"""claim() and @claimed: the same guarantees outside management commands."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from jobclaims.claiming import claim, claimed
+from jobclaims.exceptions import NotClaimed
+from jobclaims.models import JobRun
+from jobclaims.testing import race
+from tests.test_concurrency import outcomes
+from tests.testapp.models import Charge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+KEY = "2026-11-29T10:00"
+
+
+def test_the_block_runs_as_the_holder_and_its_success_is_recorded():
+    with claim("sync_ledger", window="hourly", key=KEY) as run:
+        assert JobRun.objects.active().get() == run
+    stored = JobRun.objects.get()
+    assert (stored.window, stored.status) == ("2026-11-29T10:00+00:00", "succeeded")
+
+
+def test_a_refused_claim_raises_not_claimed_and_the_block_does_not_run():
+    ran = []
+    with claim("sync_ledger", window="hourly", key=KEY):
+        with pytest.raises(NotClaimed, match="sync_ledger 2026-11-29T10:00"):
+            with claim("sync_ledger", window="hourly", key=KEY):
+                ran.append(True)
+    assert ran == []
+
+
+def test_an_error_in_the_block_is_recorded_and_raised():
+    with pytest.raises(ZeroDivisionError):
+        with claim("sync_ledger", window="hourly", key=KEY):
+            1 / 0
+    stored = JobRun.objects.get()
+    assert stored.status == "failed"
+    assert stored.error.startswith("ZeroDivisionError: division by zero\n\nTraceback")
+
+
+def test_the_lease_defaults_to_the_jobclaims_setting(settings):
+    settings.JOBCLAIMS = {"DEFAULT_LEASE": datetime.timedelta(seconds=42)}
+    with claim("sync_ledger", key="2026-11-29T10:25") as run:
+        assert run.expires_at - run.claimed_at == datetime.timedelta(seconds=42)
+
+
+def test_a_bad_window_is_refused_before_anything_is_written():
+    with pytest.raises(ValueError, match="unknown window 'hourl'"):
+        with claim("sync_ledger", window="hourl"):
+            pass
+    assert not JobRun.objects.exists()
+
+
+@claimed("tally", window="daily")
+def tally(amount: int) -> int:
+    return amount * 2
+
+
+def test_a_claimed_function_returns_its_value_once_per_window_and_none_after():
+    assert tally(21) == 42
+    assert tally(21) is None
+    assert JobRun.objects.get().job == "tally"
+
+
+def test_a_claimed_function_is_named_after_itself_by_default():
+    @claimed(window="daily")
+    def send_reports() -> str:
+        return "sent"
+
+    assert send_reports() == "sent"
+    assert JobRun.objects.get().job == (
+        "tests.test_claiming.test_a_claimed_function_is_named_after_itself_by_default"
+        ".<locals>.send_reports"
+    )
+
+
+def test_two_processes_calling_a_claimed_function_together_run_it_once():
+    results = race("charge_decorated", instances=2)
+    assert outcomes(results) == {"ran": 1, "skipped": 1}, results
+    assert Charge.objects.count() == 1
+
+
+def test_a_django_task_runs_its_claimed_work_once_per_window():
+    pytest.importorskip("django.tasks", reason="django.tasks arrived in Django 6.0")
+    from django.test import override_settings
+
+    from tests.testapp.tasks import nightly_export
+
+    backend = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+    with override_settings(TASKS=backend):
+        first = nightly_export.enqueue()
+        second = nightly_export.enqueue()
+    assert (first.return_value, second.return_value) == ("exported", None)
+    assert JobRun.objects.get().job == "nightly_export"

@@ -1,0 +1,11 @@
+"""A Django task (Django 6.0+) whose work is claimed once per window."""
+
+from django.tasks import task
+
+from jobclaims.claiming import claimed
+
+
+@task
+@claimed("nightly_export", window="daily")
+def nightly_export() -> str:
+    return "exported"
