@@ -8,9 +8,13 @@ formatter can index them. Skips are INFO: stepping aside is normal.
 from __future__ import annotations
 
 import logging
+import socket
 from typing import TYPE_CHECKING
 
+from django.utils import timezone
+
 from jobclaims import signals
+from jobclaims.conf import jobclaims_settings
 
 if TYPE_CHECKING:
     from jobclaims.models import JobRun
@@ -24,6 +28,7 @@ def _fields(run: JobRun) -> dict[str, object]:
 
 def acquired(run: JobRun, previous_status: str | None) -> None:
     logger.info("Claimed %s %s (attempt %d)", run.job, run.window, run.attempt, extra=_fields(run))
+    _warn_of_clock_skew(run)
     signals.claim_acquired.send(type(run), run=run)
     if previous_status is not None:
         logger.info(
@@ -34,6 +39,25 @@ def acquired(run: JobRun, previous_status: str | None) -> None:
             extra={**_fields(run), "previous_status": previous_status},
         )
         signals.claim_taken_over.send(type(run), run=run, previous_status=previous_status)
+
+
+def _warn_of_clock_skew(run: JobRun) -> None:
+    """Warn when this host's clock is far from the database's.
+
+    Claims never read the host's clock, so they stay exact; but the rest of
+    the host's software (cron itself, log timestamps, the job's own
+    ``timezone.now()``) does. The claim was just stamped by the database, so
+    comparing costs no query.
+    """
+    offset = timezone.now() - run.claimed_at
+    if abs(offset) > jobclaims_settings.clock_skew_warning:
+        logger.warning(
+            "The clock of host %s is %+.1f s off the database's; claims use the "
+            "database's clock, but cron and this host's other software do not",
+            socket.gethostname(),
+            offset.total_seconds(),
+            extra={**_fields(run), "host": socket.gethostname(), "clock_offset": offset},
+        )
 
 
 def skipped(model: type[JobRun], job: str, window: str, reason: str) -> None:

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import ContextManager
 
 from django.db import IntegrityError, connections, models, transaction
-from django.db.models import ExpressionWrapper, F, Q
+from django.db.models import Count, ExpressionWrapper, F, Max, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
 from jobclaims import events
@@ -36,6 +37,24 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
 
     def finished(self) -> JobRunQuerySet:
         return self.filter(status__in=[JobRun.Status.SUCCEEDED, JobRun.Status.FAILED])
+
+    def with_skips(self) -> JobRunQuerySet:
+        """Annotate ``skips`` and ``last_skipped_at``: the instances that
+        stepped aside for each run since it claimed its window."""
+        since_claim = JobSkip.objects.filter(
+            job=OuterRef("job"),
+            window=OuterRef("window"),
+            skipped_at__gte=OuterRef("claimed_at"),
+        ).values("job")
+        return self.annotate(
+            skips=Coalesce(
+                Subquery(since_claim.annotate(n=Count("pk")).values("n")),
+                0,
+            ),
+            last_skipped_at=Subquery(
+                since_claim.annotate(last=Max("skipped_at")).values("last")
+            ),
+        )
 
     def expire(self) -> int:
         """End the lease of running claims now, so the next instance takes over.
@@ -95,8 +114,7 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         seen = list(rows.values_list("window", "status", "free"))
         blocking = [(row_window, status) for row_window, status, free in seen if not free]
         if blocking:
-            events.skipped(self.model, job, window, _skip_reason(window, blocking))
-            return None
+            return self._skip(db, new, _skip_reason(window, blocking))
         run, previous_status = None, None
         try:
             if not seen:
@@ -113,10 +131,16 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         except IntegrityError:
             pass  # Another instance inserted first: the constraint decided.
         if run is None:
-            events.skipped(self.model, job, window, "held")
-        else:
-            events.acquired(run, previous_status)
+            return self._skip(db, new, JobSkip.Reason.HELD)
+        events.acquired(run, previous_status)
         return run
+
+    def _skip(self, db: str, new: JobRun, reason: str) -> None:
+        """Record that this instance stepped aside, in one INSERT."""
+        JobSkip.objects.using(db).create(
+            job=new.job, window=new.window, owner=new.owner, reason=reason
+        )
+        events.skipped(self.model, new.job, new.window, reason)
 
     def _take_over(
         self,
@@ -208,8 +232,10 @@ def _skip_reason(window: str, blocking: list[tuple[str, str]]) -> str:
     """Why the rows in the way refuse the claim, for signals and logs."""
     for row_window, status in blocking:
         if row_window == window:
-            return "succeeded" if status == JobRun.Status.SUCCEEDED else "held"
-    return "overlap"
+            if status == JobRun.Status.SUCCEEDED:
+                return JobSkip.Reason.SUCCEEDED
+            return JobSkip.Reason.HELD
+    return JobSkip.Reason.OVERLAP
 
 
 def _open_q(force: bool) -> Q:
@@ -394,3 +420,35 @@ class JobRun(models.Model):
             f"{self.job} {self.window} is no longer held by {self.owner}: its "
             "lease ran out and another instance took over"
         )
+
+
+class JobSkip(models.Model):
+    """An instance that stepped aside instead of running, and why.
+
+    Skips have a table of their own, written with one INSERT: no claim row is
+    locked or updated, so recording a skip never slows the holder, and
+    thirty-one losers of a race do not queue on one row to count themselves.
+    """
+
+    class Reason(models.TextChoices):
+        HELD = "held", _("another instance held the window")
+        SUCCEEDED = "succeeded", _("the window had already succeeded")
+        OVERLAP = "overlap", _("a run of another window held the job")
+
+    job = models.CharField(_("job"), max_length=200)
+    window = models.CharField(_("window"), max_length=64)
+    owner = models.CharField(_("skipped by"), max_length=255)
+    reason = models.CharField(_("reason"), max_length=16, choices=Reason)
+    skipped_at = models.DateTimeField(_("skipped at"), db_default=DatabaseNow())
+
+    class Meta:
+        verbose_name = _("job skip")
+        verbose_name_plural = _("job skips")
+        indexes = [
+            models.Index(
+                fields=["job", "window", "skipped_at"], name="jobclaims_skip_window_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.window} skipped by {self.owner}"

@@ -9,7 +9,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from jobclaims.clock import database_now
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, JobSkip
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,11 +43,43 @@ def test_second_claim_is_refused_while_the_lease_holds_and_changes_nothing():
     assert (stored.token, stored.owner, stored.attempt) == (run.token, run.owner, 1)
 
 
-def test_a_refused_claim_only_reads():
+def test_a_refused_claim_reads_then_records_its_skip_with_one_insert():
     claim()
     with CaptureQueriesContext(connection) as queries:
         assert claim() is None
-    assert [query["sql"].split()[0] for query in queries] == ["SELECT"]
+    assert [query["sql"].split()[0] for query in queries] == ["SELECT", "INSERT"]
+    assert "jobclaims_jobskip" in queries[1]["sql"]
+
+
+def test_skips_are_counted_per_claim_with_the_time_of_the_last():
+    run = claim()
+    claim()
+    claim()
+    stored = JobRun.objects.with_skips().get()
+    assert stored.skips == 2
+    last = JobSkip.objects.latest("skipped_at")
+    assert stored.last_skipped_at == last.skipped_at
+    assert (last.owner, last.reason) == (run.owner, JobSkip.Reason.HELD)
+
+
+def test_a_takeover_starts_its_own_skip_count():
+    crashed = claim()
+    claim()
+    JobRun.objects.filter(pk=crashed.pk).expire()
+    claim()
+    assert JobRun.objects.with_skips().get().skips == 0
+    assert JobRun.objects.with_skips().get().last_skipped_at is None
+
+
+def test_skips_give_their_reason():
+    claim("08:00")
+    claim("09:00")
+    JobRun.objects.filter(window="08:00").update(status=JobRun.Status.SUCCEEDED, holds_job=None)
+    claim("08:00")
+    assert list(JobSkip.objects.order_by("pk").values_list("window", "reason")) == [
+        ("09:00", JobSkip.Reason.OVERLAP),
+        ("08:00", JobSkip.Reason.SUCCEEDED),
+    ]
 
 
 def test_a_window_that_succeeded_is_not_run_again():

@@ -79,3 +79,18 @@ def test_log_records_carry_job_window_owner_and_attempt(caplog):
     assert (skipped.levelno, skipped.reason) == (logging.INFO, "held")
     assert (finished.status, finished.getMessage().split(":")[0]) == ("failed", "Finished charge w")
     assert all(record.levelno < logging.WARNING for record in caplog.records)
+
+
+def test_a_host_clock_far_from_the_database_is_warned_about(caplog, time_machine):
+    time_machine.move_to(datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5))
+    with caplog.at_level(logging.WARNING, logger="jobclaims"):
+        JobRun.objects.claim("charge", "w", lease=LEASE)
+    [warning] = caplog.records
+    assert warning.host in warning.getMessage()
+    assert 299 < warning.clock_offset.total_seconds() < 301
+
+
+def test_a_host_clock_close_to_the_database_is_not_warned_about(caplog):
+    with caplog.at_level(logging.WARNING, logger="jobclaims"):
+        JobRun.objects.claim("charge", "w", lease=LEASE)
+    assert caplog.records == []
