@@ -68,7 +68,14 @@ def claim(
     """
     lease = lease or jobclaims_settings.default_lease
     slot = window_key(window, key)
-    run = JobRun.objects.claim(job, slot, lease=lease, force=force, allow_overlap=allow_overlap)
+    run = JobRun.objects.claim(
+        job,
+        slot,
+        lease=lease,
+        force=force,
+        allow_overlap=allow_overlap,
+        schedule=resolve(window).name,
+    )
     if run is None:
         raise NotClaimed(job, slot)
     with holding(run, lease):

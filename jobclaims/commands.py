@@ -101,6 +101,7 @@ class JobCommand(BaseCommand):
                 lease=lease,
                 force=options["force"],
                 allow_overlap=self.allow_overlap,
+                schedule=windows.resolve(self.window).name,
             )
         except ValueError as error:
             raise CommandError(error) from error

@@ -86,12 +86,16 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         lease: datetime.timedelta,
         force: bool = False,
         allow_overlap: bool = False,
+        schedule: str = "",
     ) -> JobRun | None:
         """Claim ``window`` of ``job`` for this process, or return ``None``.
 
         ``None`` means another holder's lease has not run out, the window
         already succeeded (pass ``force=True`` to run it again) or, unless
         ``allow_overlap``, a run of another window of the job still holds it.
+        ``schedule`` names how the job's windows are cut ("hourly", see
+        ``jobclaims.windows``), so that windows no instance claimed can be
+        listed later.
 
         Claim outside any transaction, and run the job after this returns: a
         claim that has not committed is invisible to the other instances.
@@ -101,6 +105,7 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         new = self.model(
             job=job,
             window=window,
+            schedule=schedule,
             owner=process_owner(),
             holds_job=None if allow_overlap else True,
             claimed_at=DatabaseNow(),
@@ -275,6 +280,12 @@ class JobRun(models.Model):
 
     job = models.CharField(_("job"), max_length=200)
     window = models.CharField(_("window"), max_length=64)
+    schedule = models.CharField(
+        _("schedule"),
+        max_length=32,
+        blank=True,
+        help_text=_("How the job's windows are cut, e.g. hourly; empty if unknown."),
+    )
     status = models.CharField(
         _("status"), max_length=16, choices=Status, default=Status.RUNNING
     )

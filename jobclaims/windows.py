@@ -53,6 +53,27 @@ class CalendarWindow:
                 f"write it like {self.key_at(timezone.now())}"
             ) from None
 
+    def keys_between(self, start: datetime.datetime, end: datetime.datetime) -> list[str]:
+        """Keys of the windows from the one holding ``start`` up to, not
+        including, the one holding ``end``, oldest first.
+
+        Steps through UTC, so a daylight-saving change yields each local
+        hour that exists, the repeated one twice, the skipped one never.
+        """
+        step = datetime.timedelta(minutes=1 if self.name == "minutely" else 60)
+        return _distinct_keys(self, start, end, step)
+
+    @property
+    def longest(self) -> datetime.timedelta:
+        """The longest a window of this kind can last (a DST day has 25 hours)."""
+        return {
+            "minutely": datetime.timedelta(minutes=1),
+            "hourly": datetime.timedelta(hours=1),
+            "daily": datetime.timedelta(hours=25),
+            "weekly": datetime.timedelta(days=7, hours=1),
+            "monthly": datetime.timedelta(days=31, hours=1),
+        }[self.name]
+
     def _parse(self, text: str) -> datetime.datetime:
         if self.name == "weekly" and "-W" in text:
             day = datetime.datetime.strptime(f"{text}-1", "%G-W%V-%u")
@@ -80,6 +101,14 @@ class FixedWindow:
         start = EPOCH + buckets * self.size
         return timezone.localtime(start).isoformat("T", "seconds")
 
+    def keys_between(self, start: datetime.datetime, end: datetime.datetime) -> list[str]:
+        """Keys of the buckets from ``start``'s up to, not including, ``end``'s."""
+        return _distinct_keys(self, start, end, self.size)
+
+    @property
+    def longest(self) -> datetime.timedelta:
+        return self.size
+
     def key_for(self, text: str) -> str:
         try:
             return self.key_at(_aware(datetime.datetime.fromisoformat(text)))
@@ -105,6 +134,29 @@ def resolve(spec: WindowSpec) -> CalendarWindow | FixedWindow:
         f"unknown window {spec!r}: use one of {', '.join(CALENDAR_NAMES)} "
         "or a datetime.timedelta"
     )
+
+
+def from_name(name: str) -> CalendarWindow | FixedWindow:
+    """The window a recorded schedule names: the inverse of ``.name``."""
+    if name.endswith("-second"):
+        return FixedWindow(datetime.timedelta(seconds=int(name.removesuffix("-second"))))
+    return resolve(name)
+
+
+def _distinct_keys(
+    window: CalendarWindow | FixedWindow,
+    start: datetime.datetime,
+    end: datetime.datetime,
+    step: datetime.timedelta,
+) -> list[str]:
+    current = window.key_at(end)
+    keys: dict[str, None] = {}
+    moment = start
+    while moment < end:
+        keys[window.key_at(moment)] = None
+        moment += step
+    keys.pop(current, None)
+    return list(keys)
 
 
 def _aware(moment: datetime.datetime) -> datetime.datetime:

@@ -1,0 +1,36 @@
+"""Windows of a job that no instance ever claimed: the runs lost to a deploy,
+an outage or a broken crontab.
+
+A skip is visible (``JobSkip``); a run that never started leaves no row at
+all, so the gaps are found by listing the windows a job's schedule has had
+since its first claim and taking away those that have a claim.
+"""
+
+from __future__ import annotations
+
+from jobclaims.clock import database_now
+from jobclaims.conf import jobclaims_settings
+from jobclaims.models import JobRun
+from jobclaims.windows import from_name
+
+#: The status command and the admin look back this many windows at most.
+LOOK_BACK = 1000
+
+
+def missed_windows(job: str) -> list[str]:
+    """Keys of ``job``'s windows that ended unclaimed, oldest first.
+
+    Looks from the job's first claim (or ``LOOK_BACK`` windows ago, if that
+    is later) to the window now running by the database clock, which is not
+    missed yet. Jobs whose claims recorded no schedule have no known windows.
+    """
+    runs = JobRun.objects.using(jobclaims_settings.claims_database(JobRun)).filter(job=job)
+    first = runs.exclude(schedule="").order_by("claimed_at").first()
+    if first is None:
+        return []
+    window = from_name(first.schedule)
+    now = database_now(runs.db)
+    start = max(first.claimed_at, now - LOOK_BACK * window.longest)
+    keys = window.keys_between(start, now)[-LOOK_BACK:]
+    claimed = set(runs.filter(window__in=keys).values_list("window", flat=True))
+    return [key for key in keys if key not in claimed]
