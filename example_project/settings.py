@@ -19,6 +19,10 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1"])
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The billing tests race real processes, which cannot open an in-memory
+    # test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
 
 INSTALLED_APPS = [
     "django.contrib.admin",

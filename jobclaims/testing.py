@@ -4,6 +4,11 @@
 command against the database this process uses (in a test, the test
 database), holds them at a barrier until both are connected and ready, then
 releases them at the same instant and returns what each did.
+
+In pytest, the ``race_command`` fixture (from the plugin this package
+installs) is ``race`` with a transactional database; in Django's own test
+runner, subclass ``RaceTestCase``. Either way the test database must take
+committed data and, for SQLite, be a file other processes can open.
 """
 
 from __future__ import annotations
@@ -13,11 +18,12 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
+from django.test import TransactionTestCase
 
 _DATABASES_VARIABLE = "JOBCLAIMS_RACE_DATABASE_NAMES"
 _START_VARIABLE = "JOBCLAIMS_RACE_START_FD"
@@ -131,6 +137,35 @@ def race(
     finally:
         for instance in group:
             instance.stop()
+
+
+def assert_ran_once(results: list[InstanceResult]) -> None:
+    """Fail, showing what every instance printed, unless exactly one ran."""
+    ran = [result for result in results if result.outcome == "ran"]
+    if len(ran) != 1 or any(result.outcome == "failed" for result in results):
+        report = "\n".join(
+            f"instance {number} {result.outcome} (exit {result.returncode}):\n"
+            f"{result.stdout}{result.stderr}"
+            for number, result in enumerate(results, start=1)
+        )
+        raise AssertionError(
+            f"{len(ran)} of {len(results)} instances ran; expected exactly 1:\n{report}"
+        )
+
+
+class RaceTestCase(TransactionTestCase):
+    """A TransactionTestCase whose tests race real instances of a command.
+
+    A transaction test case, because the instances are other processes: they
+    only see data this test has committed.
+    """
+
+    @staticmethod
+    def race(command: str, *args: str, instances: int = 2, **kwargs: Any) -> list[InstanceResult]:
+        return race(command, *args, instances=instances, **kwargs)
+
+    def assertRanOnce(self, results: list[InstanceResult]) -> None:  # noqa: N802
+        assert_ran_once(results)
 
 
 def child_environment() -> dict[str, str]:
