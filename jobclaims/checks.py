@@ -30,7 +30,9 @@ def register_checks() -> None:
     register(TAG)(check_row_locks)
 
 
-def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+def check_settings(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
     """jobclaims.E003: every value in ``JOBCLAIMS`` must be usable."""
     if not _concerns_jobclaims(app_configs):
         return []
@@ -44,7 +46,9 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
     ]
 
 
-def check_use_tz(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+def check_use_tz(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
     """jobclaims.E001: claims compare the database's UTC clock with stored moments."""
     if not _concerns_jobclaims(app_configs) or settings.USE_TZ:
         return []
@@ -102,7 +106,9 @@ def check_claims_database_is_the_primary(
     return []
 
 
-def check_row_locks(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+def check_row_locks(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
     """jobclaims.W001: without row locks, claims are exact on one host only.
 
     A database that cannot lock rows (SQLite) serialises writers with a

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
@@ -85,12 +85,12 @@ class JobClaimsSettings:
     @property
     def default_lease(self) -> datetime.timedelta:
         """How long a claim lasts when the job sets no lease of its own."""
-        return self._value("DEFAULT_LEASE")
+        return cast(datetime.timedelta, self._value("DEFAULT_LEASE"))
 
     @property
     def database(self) -> str | None:
         """The alias claims are written to, or None to ask the router."""
-        return self._value("DATABASE")
+        return cast("str | None", self._value("DATABASE"))
 
     def claims_database(self, model: type[Model]) -> str:
         """The alias ``model``'s claims are written to and read back from.
@@ -103,9 +103,10 @@ class JobClaimsSettings:
     @property
     def clock_skew_warning(self) -> datetime.timedelta:
         """The drift between this host's clock and the database's worth a warning."""
-        return self._value("CLOCK_SKEW_WARNING")
+        return cast(datetime.timedelta, self._value("CLOCK_SKEW_WARNING"))
 
-    def _value(self, key: str) -> Any:
+    def _value(self, key: str) -> object:
+        """The value of ``key``, validated: the properties cast it to what it now is."""
         configured = getattr(django_settings, SETTING_NAME, {})
         if not isinstance(configured, Mapping):
             raise ImproperlyConfigured(problems()[0])

@@ -26,8 +26,8 @@ def test_override_settings_changes_a_value_at_once_and_leaves_the_others_default
 
 
 def test_reading_a_value_never_writes_into_the_projects_settings():
-    jobclaims_settings.default_lease
-    jobclaims_settings.database
+    assert jobclaims_settings.default_lease == datetime.timedelta(minutes=10)
+    assert jobclaims_settings.database is None
     assert not hasattr(settings, "JOBCLAIMS")
 
 
@@ -37,19 +37,19 @@ def test_reading_a_bad_value_raises_improperly_configured_naming_the_key():
         ImproperlyConfigured,
         match=r"JOBCLAIMS\['DEFAULT_LEASE'\] must be a positive datetime.timedelta",
     ):
-        jobclaims_settings.default_lease
+        _ = jobclaims_settings.default_lease
 
 
 @override_settings(JOBCLAIMS={"DATABASE": "claims"})
 def test_a_database_alias_must_be_one_of_databases():
     with pytest.raises(ImproperlyConfigured, match="'claims', which is not in DATABASES"):
-        jobclaims_settings.database
+        _ = jobclaims_settings.database
 
 
 @override_settings(JOBCLAIMS="DEFAULT_LEASE=600")
 def test_a_jobclaims_setting_that_is_not_a_dict_cannot_be_read():
     with pytest.raises(ImproperlyConfigured, match="JOBCLAIMS must be a dict, not str"):
-        jobclaims_settings.default_lease
+        _ = jobclaims_settings.default_lease
 
 
 @override_settings(

@@ -48,9 +48,9 @@ def transactions_pooled() -> int:
     """How many transactions PgBouncer has run on this worker's test database."""
     with admin_console() as console:
         cursor = console.execute("SHOW STATS")
-        columns = [column.name for column in cursor.description]
+        columns = [column.name for column in cursor.description or ()]
         for row in cursor.fetchall():
-            stats = dict(zip(columns, row))
+            stats = dict(zip(columns, row, strict=True))
             if stats["database"] == connection.settings_dict["NAME"]:
                 return int(stats["total_xact_count"])
     return 0
@@ -102,11 +102,15 @@ def test_two_instances_through_pgbouncer_charge_once(pooled, trial):
 
 def test_a_failed_window_is_retried_by_one_of_two_instances_through_pgbouncer(pooled):
     window = "2026-11-29T10:00"
-    [failed] = race("charge_ledger", "--window", window, "--fail", instances=1, env=THROUGH_THE_POOLER)
+    [failed] = race(
+        "charge_ledger", "--window", window, "--fail", instances=1, env=THROUGH_THE_POOLER
+    )
     assert failed.outcome == "failed", failed
     # The retry is a takeover: a row lock and a compare-and-set, which must
     # share one transaction even when the pooler switches server connections.
-    results = race("charge_ledger", "--window", window, "--hold", "0.5", instances=2, env=THROUGH_THE_POOLER)
+    results = race(
+        "charge_ledger", "--window", window, "--hold", "0.5", instances=2, env=THROUGH_THE_POOLER
+    )
     assert outcomes(results) == {"ran": 1, "skipped": 1}, results
     assert Charge.objects.count() == 2
     run = JobRun.objects.get()

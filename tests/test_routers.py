@@ -42,9 +42,11 @@ class ClaimQueries:
 @contextmanager
 def claim_queries() -> Iterator[ClaimQueries]:
     seen = ClaimQueries(primary=[], replica=[])
-    with CaptureQueriesContext(connections["default"]) as primary:
-        with CaptureQueriesContext(connections["replica"]) as replica:
-            yield seen
+    with (
+        CaptureQueriesContext(connections["default"]) as primary,
+        CaptureQueriesContext(connections["replica"]) as replica,
+    ):
+        yield seen
     for captured, into in ((primary, seen.primary), (replica, seen.replica)):
         into.extend(
             query["sql"]
@@ -62,6 +64,7 @@ def test_the_router_really_sends_reads_to_the_replica():
 def test_a_claim_and_its_release_use_the_primary_only():
     with claim_queries() as queries:
         run = JobRun.objects.claim("sync", WINDOW, lease=LEASE)
+        assert run is not None
         assert run.release()
     assert queries.replica == []
     assert any(sql.startswith("INSERT") for sql in queries.primary)
@@ -77,11 +80,12 @@ def test_a_refused_claim_reads_the_primary_only():
 
 
 def test_a_takeover_of_a_failed_window_uses_the_primary_only():
-    JobRun.objects.claim("sync", WINDOW, lease=LEASE).release(
-        JobRun.Status.FAILED, error="boom"
-    )
+    failed = JobRun.objects.claim("sync", WINDOW, lease=LEASE)
+    assert failed is not None
+    failed.release(JobRun.Status.FAILED, error="boom")
     with claim_queries() as queries:
         run = JobRun.objects.claim("sync", WINDOW, lease=LEASE)
+    assert run is not None
     assert run.attempt == 2
     assert queries.replica == []
 
@@ -93,4 +97,3 @@ def test_a_job_command_claims_and_records_its_outcome_on_the_primary():
     assert out.startswith("Claimed ")
     assert queries.replica == []
     assert JobRun.objects.using("default").get().status == JobRun.Status.SUCCEEDED
-
