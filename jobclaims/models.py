@@ -113,7 +113,7 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         )
         rivals = _rivals(new, force)
         # A plain read first: it never waits on a lock, and most refusals
-        # (the window is held or done) end here without writing anything.
+        # (the window is held or done) end here, touching no claim row.
         free = ExpressionWrapper(rivals.free, output_field=models.BooleanField())
         rows = self.using(db).filter(rivals.contested).annotate(free=free)
         seen = list(rows.values_list("window", "status", "free"))
