@@ -1,0 +1,256 @@
+"""The admin: an audit view of claims, with two ways to unstick a job.
+
+Claims are written by jobs, never by hand: the detail page is read-only,
+nothing can be added or deleted, and the actions go through the queryset's
+own state changes. The change permission is what lets a user run the actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import display_for_value, flatten_fieldsets
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from jobclaims import durations, states
+from jobclaims.conf import jobclaims_settings
+from jobclaims.models import JobRun, JobRunQuerySet
+from jobclaims.states import State
+
+# A shape per state, so that the badges differ by more than colour.
+_SYMBOLS = {
+    State.ACTIVE: "\u25cf",  # ● a steady light: held
+    State.EXPIRED: "\u26a0",  # ⚠ needs a look: the holder died
+    State.SUCCEEDED: "\u2713",  # ✓
+    State.FAILED: "\u2715",  # ✕
+}
+
+
+class StateFilter(admin.SimpleListFilter):
+    """Filter by state through the queryset's methods, which indexes serve."""
+
+    title = _("state")
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return list(State.choices)
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        value = self.value()
+        if value is None or value not in State.values:
+            return queryset
+        return states.in_state(queryset, value)
+
+
+@admin.register(JobRun)
+class JobRunAdmin(admin.ModelAdmin):
+    list_display = (
+        "job",
+        "window",
+        "state_badge",
+        "owner",
+        "attempt",
+        "skipped",
+        "claimed_at",
+        "expires",
+        "duration",
+    )
+    list_display_links = ("job", "window")
+    list_filter = (StateFilter, "job")
+    search_fields = ("job", "window", "owner")
+    date_hierarchy = "claimed_at"
+    ordering = ("-claimed_at", "-pk")
+    # A large table must not be counted twice per page, nor once per filter
+    # choice: the filtered count is the only COUNT the page runs.
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    actions = ("expire_claims", "reopen_windows")
+    fieldsets = (
+        (
+            None,
+            {"fields": ("job", "window", "state_badge", "owner", "attempt", "skipped")},
+        ),
+        (
+            _("Times"),
+            {
+                "fields": (
+                    "claimed_at",
+                    "expires_at",
+                    "expires",
+                    "finished_at",
+                    "duration",
+                    "last_skipped",
+                )
+            },
+        ),
+        (_("Claim"), {"fields": ("schedule", "token", "holds_job")}),
+    )
+    #: Shown only for a run that has an error: a failed or reopened one.
+    error_fieldset = (_("Error"), {"fields": ("traceback",)})
+
+    class Media:
+        css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("jobclaims/admin.css",)}
+
+    def get_queryset(self, request: HttpRequest) -> JobRunQuerySet:
+        # The database the jobs claim on: a lagging replica would show a
+        # finished run as active, and an operator could expire the wrong one.
+        runs = super().get_queryset(request).using(self.claims_database)
+        return states.with_state(runs.with_skips())
+
+    @property
+    def claims_database(self) -> str:
+        return jobclaims_settings.claims_database(JobRun)
+
+    def get_fieldsets(self, request: HttpRequest, obj: JobRun | None = None) -> Any:
+        if obj is not None and obj.error:
+            return (*self.fieldsets, self.error_fieldset)
+        return self.fieldsets
+
+    def get_readonly_fields(self, request: HttpRequest, obj: JobRun | None = None) -> Any:
+        return flatten_fieldsets((*self.fieldsets, self.error_fieldset))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: JobRun | None = None) -> bool:
+        # No row is edited by hand, so every detail page is read-only; on the
+        # list, the change permission decides who may run the actions.
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: JobRun | None = None) -> bool:
+        # Deleting a held claim would let a second instance run beside the
+        # first; old rows go with jobclaims_prune, which knows what to keep.
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {"claim_counts": states.running_counts(), **(extra_context or {})}
+        return super().changelist_view(request, context)
+
+    @admin.display(description=_("state"))
+    def state_badge(self, run: JobRun) -> SafeString:
+        state = State(run.state)
+        return format_html(
+            '<span class="jobclaims-state jobclaims-state--{}" title="{}">'
+            '<span aria-hidden="true">{}</span> {}</span>',
+            state.value,
+            states.MEANINGS[state],
+            _SYMBOLS[state],
+            state.label,
+        )
+
+    @admin.display(description=_("expires"), ordering="expires_at")
+    def expires(self, run: JobRun) -> str:
+        """When the lease ends or ended, by the database's clock; running only."""
+        if run.status != JobRun.Status.RUNNING:
+            return self.get_empty_value_display()
+        return durations.relative(run.expires_at, run.db_now)
+
+    @admin.display(description=_("duration"))
+    def duration(self, run: JobRun) -> str:
+        if run.finished_at is None:
+            return self.get_empty_value_display()
+        return durations.short(run.finished_at - run.claimed_at, parts=2)
+
+    @admin.display(description=_("skipped"))
+    def skipped(self, run: JobRun) -> int:
+        """How many instances stepped aside for this run since it claimed."""
+        return run.skips
+
+    @admin.display(description=_("last skipped at"))
+    def last_skipped(self, run: JobRun) -> str:
+        return display_for_value(run.last_skipped_at, self.get_empty_value_display())
+
+    @admin.display(description=_("traceback"))
+    def traceback(self, run: JobRun) -> SafeString:
+        return format_html('<pre class="jobclaims-traceback">{}</pre>', run.error)
+
+    @admin.action(permissions=["change"], description=_("Expire selected claims now"))
+    def expire_claims(self, request: HttpRequest, queryset: JobRunQuerySet) -> None:
+        expired = self._change_logged(
+            request,
+            queryset.active(),
+            JobRunQuerySet.expire,
+            "Expired the lease by hand, for the next run to take over.",
+        )
+        if not expired:
+            self.message_user(
+                request,
+                _("None of the selected claims is active: nothing was expired."),
+                messages.WARNING,
+            )
+            return
+        self.message_user(
+            request,
+            ngettext(
+                "Expired %(count)d claim: the next run of its job takes it over.",
+                "Expired %(count)d claims: the next run of each job takes them over.",
+                expired,
+            )
+            % {"count": expired},
+            messages.SUCCESS,
+        )
+
+    @admin.action(permissions=["change"], description=_("Reopen selected windows"))
+    def reopen_windows(self, request: HttpRequest, queryset: JobRunQuerySet) -> None:
+        reopened = self._change_logged(
+            request,
+            queryset.filter(status=JobRun.Status.SUCCEEDED),
+            JobRunQuerySet.reopen,
+            "Reopened the window by hand, for the next run to take over.",
+        )
+        if not reopened:
+            self.message_user(
+                request,
+                _(
+                    "None of the selected windows succeeded: failed and expired "
+                    "ones are open already, active ones need expiring first."
+                ),
+                messages.WARNING,
+            )
+            return
+        self.message_user(
+            request,
+            ngettext(
+                "Reopened %(count)d window: the next run of its job runs it again.",
+                "Reopened %(count)d windows: the next run of each job runs them again.",
+                reopened,
+            )
+            % {"count": reopened},
+            messages.SUCCESS,
+        )
+
+    def _change_logged(
+        self,
+        request: HttpRequest,
+        targets: JobRunQuerySet,
+        change: Callable[[JobRunQuerySet], int],
+        message: str,
+    ) -> int:
+        """Apply ``change`` to ``targets`` and record who changed which claims.
+
+        The rows stay locked from the read to the write, so the history names
+        exactly the claims that changed even while their jobs finish. The lock
+        is held for two statements: a job that claims meanwhile skips them.
+        """
+        db = self.claims_database
+        with transaction.atomic(using=db):
+            rows = list(targets.using(db).order_by("pk").select_for_update())
+            locked = JobRun.objects.using(db).filter(pk__in=[row.pk for row in rows])
+            changed = change(locked)
+        LogEntry.objects.log_actions(
+            user_id=request.user.pk,
+            queryset=rows,
+            action_flag=CHANGE,
+            change_message=message,
+        )
+        return changed

@@ -1,0 +1,56 @@
+"""How spans of time are read from operators and written back to them.
+
+Operators type ages like ``30d``; the admin and the status table show leases
+and run times in a few characters ("in 4 min", "2 h ago", "1 h 5 min"), which
+fit a table column and an 80-column terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+
+from django.utils.translation import gettext
+
+_AGE = re.compile(r"(?P<count>\d+)(?P<unit>[dhm])")
+_AGE_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+# Largest first: a span is written in the largest unit it fills.
+_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+
+
+def age(text: str) -> datetime.timedelta:
+    """argparse type for an age such as ``30d``, ``12h`` or ``90m``."""
+    match = _AGE.fullmatch(text.strip())
+    if match is None or int(match["count"]) == 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an age: write a whole number above 0 and a unit, "
+            "d (days), h (hours) or m (minutes), like 30d, 12h or 90m"
+        )
+    return datetime.timedelta(**{_AGE_UNITS[match["unit"]]: int(match["count"])})
+
+
+def short(span: datetime.timedelta, parts: int = 1) -> str:
+    """Write ``span`` in its ``parts`` largest units, rounded down: ``2 h 5 min``."""
+    seconds = int(abs(span.total_seconds()))
+    if seconds == 0:
+        return "0 s"
+    words: list[str] = []
+    for unit, size in _UNITS:
+        if seconds >= size and len(words) < parts:
+            words.append(f"{seconds // size} {unit}")
+            seconds %= size
+        elif words:
+            break  # Skip "1 h 5 s": the next unit down was empty.
+    return " ".join(words)
+
+
+def relative(moment: datetime.datetime, now: datetime.datetime) -> str:
+    """Say when ``moment`` is, seen from ``now``: ``in 4 min`` or ``2 h ago``."""
+    span = moment - now
+    if abs(span) < datetime.timedelta(seconds=1):
+        return gettext("now")
+    if span > datetime.timedelta(0):
+        return gettext("in %(span)s") % {"span": short(span)}
+    return gettext("%(span)s ago") % {"span": short(span)}

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import router
+
+from jobclaims import durations, states
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun
+from jobclaims.states import State
+
+#: The table fits a terminal this wide.
+WIDTH = 80
+#: Columns that give up characters, widest first, for the table to fit, and
+#: the fewest characters each keeps.
+_SHRINKABLE = {"JOB": 12, "WINDOW": 16, "OWNER": 12}
+
+
+def _count(text: str) -> int:
+    """argparse type for ``--limit``: a whole number, 0 for no limit."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; pass 0 for no limit")
+    return int(text)
+
+
+class Command(BaseCommand):
+    help = (
+        "Show claims, newest first, as active, expired, succeeded or failed by "
+        "the database's clock, as a table or as JSON; it can run from cron."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--state", choices=State.values, help="Only claims in this state.")
+        parser.add_argument("--job", help="Only claims of this job.")
+        parser.add_argument(
+            "--limit",
+            type=_count,
+            default=50,
+            metavar="N",
+            help="Show the newest N claims (default: 50; 0 shows all).",
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="Write JSON for scripts, not a table."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        runs = states.claims(state=options["state"], job=options["job"])
+        shown = list(runs[: options["limit"]] if options["limit"] else runs)
+        now = database_now(router.db_for_read(JobRun))
+        if options["json"]:
+            self.stdout.write(json.dumps(_document(shown, now), indent=2))
+            return
+        if not shown:
+            self.stdout.write("No claims match.")
+        else:
+            self.stdout.write("\n".join(_table(shown, now)))
+        if options["limit"] and len(shown) == options["limit"]:
+            self.stdout.write(f"Newest {len(shown)} of {runs.count()} claims; --limit 0 shows all.")
+        counts = states.running_counts()
+        self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
+
+
+def _document(runs: list[JobRun], now: Any) -> dict[str, Any]:
+    def moment(value: Any) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        "now": moment(now),
+        "claims": [
+            {
+                "job": run.job,
+                "window": run.window,
+                "state": run.state,
+                "owner": run.owner,
+                "attempt": run.attempt,
+                "claimed_at": moment(run.claimed_at),
+                "expires_at": moment(run.expires_at),
+                "finished_at": moment(run.finished_at),
+            }
+            for run in runs
+        ],
+    }
+
+
+def _table(runs: list[JobRun], now: Any) -> list[str]:
+    """Left-aligned columns two spaces apart, cut with "…" to fit ``WIDTH``."""
+    header = ("JOB", "WINDOW", "STATE", "TRY", "END", "OWNER")
+    rows = [header] + [
+        (
+            run.job,
+            run.window,
+            run.state,
+            str(run.attempt),
+            durations.relative(run.finished_at or run.expires_at, now),
+            # Host and pid say where to look; the random id is for machines.
+            run.owner.rpartition(":")[0] or run.owner,
+        )
+        for run in runs
+    ]
+    widths = {name: max(len(row[i]) for row in rows) for i, name in enumerate(header)}
+    excess = sum(widths.values()) + 2 * (len(header) - 1) - WIDTH
+    while excess > 0:
+        wide = [name for name, least in _SHRINKABLE.items() if widths[name] > least]
+        if not wide:
+            break
+        widths[max(wide, key=widths.__getitem__)] -= 1
+        excess -= 1
+    return [
+        "  ".join(_fit(cell, widths[name]) for name, cell in zip(header, row, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def _fit(cell: str, width: int) -> str:
+    return cell.ljust(width) if len(cell) <= width else cell[: width - 1] + "…"

@@ -1,0 +1,60 @@
+"""Claims in a chosen state, placed in time by the database's clock."""
+
+from __future__ import annotations
+
+import datetime
+
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun
+from jobclaims.states import State
+
+LEASE = datetime.timedelta(minutes=10)
+RUN_TIME = datetime.timedelta(seconds=95)
+OWNER = "web-1:4242:0c0ffee0"
+
+
+def claim_in_state(
+    state: str,
+    job: str = "charge_invoices",
+    window: str = "2026-11-29",
+    *,
+    age: datetime.timedelta = datetime.timedelta(0),
+    **fields: object,
+) -> JobRun:
+    """Save a claim in ``state``; see ``claim_fields()`` for ``age``."""
+    columns = claim_fields(state, job, window, database_now(), age)
+    return JobRun.objects.create(**{**columns, **fields})
+
+
+def claim_fields(
+    state: str,
+    job: str,
+    window: str,
+    now: datetime.datetime,
+    age: datetime.timedelta = datetime.timedelta(0),
+) -> dict[str, object]:
+    """The columns of a claim in ``state`` as seen at ``now``.
+
+    A running claim was taken ``age`` ago (an expired one at least a lease and
+    a minute ago); a finished one ended ``age`` ago, after ``RUN_TIME``.
+    """
+    columns: dict[str, object] = {"job": job, "window": window, "owner": OWNER}
+    if state in (State.ACTIVE, State.EXPIRED):
+        if state == State.EXPIRED:
+            age = max(age, LEASE + datetime.timedelta(minutes=1))
+        claimed_at = now - age
+        expires_at = claimed_at + LEASE if state == State.EXPIRED else now + LEASE
+        return {
+            **columns,
+            "status": JobRun.Status.RUNNING,
+            "claimed_at": claimed_at,
+            "expires_at": expires_at,
+        }
+    finished_at = now - age
+    return {
+        **columns,
+        "status": state,
+        "claimed_at": finished_at - RUN_TIME,
+        "expires_at": finished_at - RUN_TIME + LEASE,
+        "finished_at": finished_at,
+    }
