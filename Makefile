@@ -14,6 +14,7 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/python manage.py demo
 
 test: $(VENV)/.test-installed
+	scripts/install-browser
 	scripts/test-databases $(BIN)/python $(PYTEST_ARGS)
 
 $(VENV)/.demo-installed: setup.cfg

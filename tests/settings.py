@@ -12,6 +12,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 
+# SQLite's files live here; git ignores the folder, so make it on first use.
+(BASE_DIR / ".databases").mkdir(exist_ok=True)
+
 DATABASES = {
     "default": env.db(
         "DATABASE_URL", default=f"sqlite:///{BASE_DIR / '.databases' / 'tests.sqlite3'}"
@@ -44,6 +47,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "jobclaims",
     "tests.testapp",
 ]
@@ -75,3 +79,5 @@ SECRET_KEY = "tests-only"
 USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# The browser test's live server serves the admin's and jobclaims' static files.
+STATIC_URL = "static/"
