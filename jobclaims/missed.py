@@ -20,17 +20,23 @@ LOOK_BACK = 1000
 def missed_windows(job: str) -> list[str]:
     """Keys of ``job``'s windows that ended unclaimed, oldest first.
 
-    Looks from the job's first claim (or ``LOOK_BACK`` windows ago, if that
-    is later) to the window now running by the database clock, which is not
-    missed yet. Jobs whose claims recorded no schedule have no known windows.
+    Looks from the job's oldest finished claim (or ``LOOK_BACK`` windows ago,
+    if that is later) to the window now running by the database clock, which
+    is not missed yet. Pruning deletes finished rows from the oldest on, so
+    the oldest one left marks how far back the history is whole; a dead
+    claim older than it is a straggler, not the start. Jobs whose claims
+    recorded no schedule have no known windows.
     """
-    runs = JobRun.objects.using(jobclaims_settings.claims_database(JobRun)).filter(job=job)
-    first = runs.exclude(schedule="").order_by("claimed_at").first()
+    runs = JobRun.objects.using(jobclaims_settings.claims_database(JobRun)).filter(
+        job=job
+    ).exclude(schedule="")
+    oldest_first = runs.order_by("claimed_at")
+    first = oldest_first.finished().first() or oldest_first.first()
     if first is None:
         return []
     window = from_name(first.schedule)
     now = database_now(runs.db)
     start = max(first.claimed_at, now - LOOK_BACK * window.longest)
     keys = window.keys_between(start, now)[-LOOK_BACK:]
-    claimed = set(runs.filter(window__in=keys).values_list("window", flat=True))
+    claimed = set(JobRun.objects.using(runs.db).filter(job=job, window__in=keys).values_list("window", flat=True))
     return [key for key in keys if key not in claimed]

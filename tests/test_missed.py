@@ -79,3 +79,13 @@ def test_a_daily_jobs_unclaimed_days_are_missed_in_the_project_time_zone():
 def test_a_job_with_no_schedule_recorded_has_no_known_windows():
     JobRun.objects.claim("adhoc", "whenever", lease=HOUR)
     assert missed_windows("adhoc") == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dead_claim_older_than_the_pruned_history_does_not_make_pruned_windows_missed():
+    now = database_now()
+    claim_at("sync", "hourly", now - 48 * HOUR)
+    JobRun.objects.filter(job="sync").update(status=JobRun.Status.RUNNING)
+    for hours_ago in (2, 1, 0):
+        claim_at("sync", "hourly", now - hours_ago * HOUR)
+    assert missed_windows("sync") == []
