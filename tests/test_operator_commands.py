@@ -7,15 +7,18 @@ import json
 
 import pytest
 
+from jobclaims.claiming import claim
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.states import State
+from jobclaims.windows import resolve
 from tests.conftest import run_command
 from tests.factories import claim_in_state
 
 pytestmark = pytest.mark.django_db
 
 DAY = datetime.timedelta(days=1)
+HOUR = datetime.timedelta(hours=1)
 LEASE = datetime.timedelta(minutes=5)
 
 
@@ -40,7 +43,7 @@ def test_status_lists_each_claim_in_its_state_newest_first(one_of_each):
     out, _, status = run_command("jobclaims_status")
     assert status == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["JOB", "WINDOW", "STATE", "TRY", "END", "OWNER"]
+    assert lines[0].split() == ["JOB", "WINDOW", "STATE", "TRY", "SKIPS", "END", "OWNER"]
     states = [line.split()[2] for line in lines[1:5]]
     assert states == ["active", "failed", "succeeded", "expired"]
     assert lines[-1] == "1 active, 1 expired."
@@ -88,6 +91,8 @@ def test_status_json_carries_every_field_a_script_needs(one_of_each):
         "state",
         "owner",
         "attempt",
+        "skips",
+        "last_skipped_at",
         "claimed_at",
         "expires_at",
         "finished_at",
@@ -251,3 +256,31 @@ def test_prune_needs_an_age():
     _, err, status = run_command("jobclaims_prune")
     assert status == 1
     assert "--older-than" in err
+
+
+def test_status_counts_the_instances_that_skipped_each_claim():
+    run = JobRun.objects.claim("charge", "2026-11-29", lease=datetime.timedelta(minutes=5))
+    for _ in range(3):
+        JobRun.objects.claim("charge", "2026-11-29", lease=datetime.timedelta(minutes=5))
+    out, _, _ = run_command("jobclaims_status", "--json")
+    [claim] = json.loads(out)["claims"]
+    assert claim["skips"] == 3
+    table, _, _ = run_command("jobclaims_status")
+    assert table.splitlines()[1].split()[:5] == ["charge", "2026-11-29", "active", "1", "3"]
+    assert run.release()
+
+
+def test_status_lists_the_windows_no_instance_claimed():
+    now = database_now()
+    hourly = resolve("hourly")
+    for hours_ago in (3, 0):
+        with claim("sync", window="hourly", key=hourly.key_at(now - hours_ago * HOUR)):
+            pass
+    JobRun.objects.filter(window=hourly.key_at(now - 3 * HOUR)).update(
+        claimed_at=now - 3 * HOUR
+    )
+    missed = [hourly.key_at(now - 2 * HOUR), hourly.key_at(now - HOUR)]
+    out, _, _ = run_command("jobclaims_status", "--missed")
+    assert f"sync: 2 missed windows: {', '.join(missed)}" in out
+    document, _, _ = run_command("jobclaims_status", "--json", "--missed", "--job", "sync")
+    assert json.loads(document)["missed_windows"] == {"sync": missed}

@@ -5,10 +5,11 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import router
 
 from jobclaims import durations, states
 from jobclaims.clock import database_now
+from jobclaims.conf import jobclaims_settings
+from jobclaims.missed import missed_windows
 from jobclaims.models import JobRun
 from jobclaims.states import State
 
@@ -29,7 +30,8 @@ def _count(text: str) -> int:
 class Command(BaseCommand):
     help = (
         "Show claims, newest first, as active, expired, succeeded or failed by "
-        "the database's clock, as a table or as JSON; it can run from cron."
+        "the database's clock, with how many instances skipped each, and "
+        "optionally the windows no instance claimed; it can run from cron."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -45,13 +47,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--json", action="store_true", help="Write JSON for scripts, not a table."
         )
+        parser.add_argument(
+            "--missed",
+            action="store_true",
+            help="Also list the windows no instance claimed, per job (with --job, of that job).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        runs = states.claims(state=options["state"], job=options["job"])
+        runs = states.claims(state=options["state"], job=options["job"]).with_skips()
         shown = list(runs[: options["limit"]] if options["limit"] else runs)
-        now = database_now(router.db_for_read(JobRun))
+        now = database_now(jobclaims_settings.claims_database(JobRun))
+        missed = _missed(options["job"]) if options["missed"] else {}
         if options["json"]:
-            self.stdout.write(json.dumps(_document(shown, now), indent=2))
+            document = _document(shown, now)
+            if options["missed"]:
+                document["missed_windows"] = missed
+            self.stdout.write(json.dumps(document, indent=2))
             return
         if not shown:
             self.stdout.write("No claims match.")
@@ -61,6 +72,15 @@ class Command(BaseCommand):
             self.stdout.write(f"Newest {len(shown)} of {runs.count()} claims; --limit 0 shows all.")
         counts = states.running_counts()
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
+        for job, windows in missed.items():
+            self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")
+
+
+def _missed(job: str | None) -> dict[str, list[str]]:
+    """Each job's windows that no instance claimed (jobs with none left out)."""
+    jobs = [job] if job else JobRun.objects.order_by().values_list("job", flat=True).distinct()
+    found = {name: missed_windows(name) for name in jobs}
+    return {name: windows for name, windows in found.items() if windows}
 
 
 def _document(runs: list[JobRun], now: Any) -> dict[str, Any]:
@@ -76,6 +96,8 @@ def _document(runs: list[JobRun], now: Any) -> dict[str, Any]:
                 "state": run.state,
                 "owner": run.owner,
                 "attempt": run.attempt,
+                "skips": run.skips,
+                "last_skipped_at": moment(run.last_skipped_at),
                 "claimed_at": moment(run.claimed_at),
                 "expires_at": moment(run.expires_at),
                 "finished_at": moment(run.finished_at),
@@ -87,13 +109,14 @@ def _document(runs: list[JobRun], now: Any) -> dict[str, Any]:
 
 def _table(runs: list[JobRun], now: Any) -> list[str]:
     """Left-aligned columns two spaces apart, cut with "…" to fit ``WIDTH``."""
-    header = ("JOB", "WINDOW", "STATE", "TRY", "END", "OWNER")
+    header = ("JOB", "WINDOW", "STATE", "TRY", "SKIPS", "END", "OWNER")
     rows = [header] + [
         (
             run.job,
             run.window,
             run.state,
             str(run.attempt),
+            str(run.skips),
             durations.relative(run.finished_at or run.expires_at, now),
             # Host and pid say where to look; the random id is for machines.
             run.owner.rpartition(":")[0] or run.owner,
