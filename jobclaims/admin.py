@@ -22,6 +22,7 @@ from django.utils.translation import ngettext
 
 from jobclaims import durations, states
 from jobclaims.conf import jobclaims_settings
+from jobclaims.missed import missed_windows
 from jobclaims.models import JobRun, JobRunQuerySet
 from jobclaims.states import State
 
@@ -134,6 +135,9 @@ class JobRunAdmin(admin.ModelAdmin):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         context = {"claim_counts": states.running_counts(), **(extra_context or {})}
+        if job := request.GET.get("job__exact"):
+            # Listed for one job at a time: each job's schedule is its own.
+            context["missed_job"], context["missed_windows"] = job, missed_windows(job)
         return super().changelist_view(request, context)
 
     @admin.display(description=_("state"))

@@ -12,9 +12,11 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from jobclaims.claiming import claim
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.states import State
+from jobclaims.windows import resolve
 from tests.factories import claim_fields, claim_in_state
 
 pytestmark = pytest.mark.django_db
@@ -265,3 +267,18 @@ def add_claims(count: int) -> None:
         for number in range(start, start + count)
     ]
     JobRun.objects.bulk_create(runs, batch_size=1000)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_filtering_to_one_job_lists_its_windows_no_instance_claimed(operator):
+    now, hourly = database_now(), resolve("hourly")
+    for hours_ago in (2, 0):
+        with claim("sync", window="hourly", key=hourly.key_at(now - datetime.timedelta(hours=hours_ago))):
+            pass
+    JobRun.objects.filter(window=hourly.key_at(now - datetime.timedelta(hours=2))).update(
+        claimed_at=now - datetime.timedelta(hours=2)
+    )
+    missed = hourly.key_at(now - datetime.timedelta(hours=1))
+    page = operator.get(CHANGELIST, {"job__exact": "sync"}).content.decode()
+    assert f"1 window of sync was never claimed:\n      {missed}" in page
+    assert "never claimed" not in operator.get(CHANGELIST).content.decode()
