@@ -28,5 +28,11 @@ $(VENV)/.test-installed: $(VENV)/.demo-installed
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@
 
+# What a claim costs beside the database's own floor, on each database that
+# answers (or the one DATABASE_URL names); see docs/performance.md.
+.PHONY: bench
+bench: $(VENV)/.test-installed
+	benchmarks/run-databases $(BIN)/python $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .databases example_project/db.sqlite3 test-output

@@ -1,0 +1,213 @@
+"""Run the claim benchmark against the database DATABASE_URL names.
+
+    python -m benchmarks [--history-rows N] [--jobs N] [--json PATH] ...
+
+The benchmark creates a scratch database of its own (Django's test-database
+machinery, under a name of its own), measures, prints a table, writes the
+same figures as JSON, and drops the database, whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import django
+
+#: Processes in the throughput step.
+THROUGHPUT_PROCESSES = 2
+#: (processes, rounds) of each race; each gets as many control rounds.
+RACES = ((2, 20), (8, 8), (32, 4))
+
+
+def main(argv: list[str]) -> int:
+    options = _parser().parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.settings")
+    django.setup()
+    from django.db import connection
+
+    from benchmarks import report
+
+    started = perf_counter()
+    if connection.vendor == "sqlite":
+        Path(connection.settings_dict["TEST"]["NAME"]).parent.mkdir(exist_ok=True)
+    name = connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    try:
+        results = _measure(connection, options)
+    finally:
+        connection.creation.destroy_test_db(name, verbosity=0)
+    results["seconds"] = round(perf_counter() - started, 1)
+    path = options.json or Path("test-output") / f"bench-{connection.vendor}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(report.table(results))
+    print(f"\nFigures written to {path}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Time claim() against the database's own floor.",
+    )
+    parser.add_argument(
+        "--history-rows",
+        type=int,
+        default=1_000_000,
+        help="Finished claims to pile up for the history and prune steps.",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=10_000, help="Distinct jobs the throughput step claims."
+    )
+    parser.add_argument(
+        "--throughput-budget",
+        type=float,
+        default=45,
+        help="Seconds the throughput step may run before its workers stop.",
+    )
+    parser.add_argument(
+        "--prune-budget",
+        type=float,
+        default=45,
+        help="Seconds the prune step may run before it is stopped and judged.",
+    )
+    parser.add_argument(
+        "--json", type=Path, help="Where to write the figures (test-output/bench-VENDOR.json)."
+    )
+    return parser
+
+
+def _measure(connection: Any, options: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks import contention, machine, pruning, uncontended
+    from benchmarks.floor import floor_table
+    from benchmarks.targets import check
+
+    results: dict[str, Any] = {
+        "database": machine.database(connection),
+        "machine": machine.describe(),
+        "code": machine.code(),
+        "step_seconds": {},
+    }
+    steps = results["step_seconds"]
+    claims = uncontended.ClaimCycles("bench")
+    with floor_table(connection):
+        with _step(steps, "uncontended"):
+            results.update(_uncontended(connection, claims))
+        claim_median = results["uncontended"]["claim"]["median_us"]
+        results["contention"] = []
+        for processes, rounds in RACES:
+            with _step(steps, f"race of {processes}"):
+                race = contention.race(processes, rounds=rounds, controls=rounds)
+            results["contention"].append(_race_figures(race, claim_median))
+        with _step(steps, "throughput"):
+            results["throughput"] = contention.throughput(
+                options.jobs, THROUGHPUT_PROCESSES, options.throughput_budget
+            )
+        with _step(steps, "history"):
+            results["history"] = _history(connection, claims, options.history_rows)
+    with _step(steps, "prune"):
+        results["prune"] = pruning.timed_prune(connection, options.prune_budget)
+    results["machine"]["load_average_after"] = machine.load_average()
+    results["targets"] = check(results)
+    return results
+
+
+def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
+    """Sections 1 and 2: the floor, and claim() beside it in the same rounds."""
+    from benchmarks import uncontended
+
+    timed = uncontended.claim_against_floor(
+        connection, claims, rounds=10, per_round=60, warmup=30, seconds=15
+    )
+    counts = uncontended.statements_per_cycle(connection, claims)
+    floor, claim = timed["floor"], timed["claim"]
+    return {
+        "floor": {
+            "round_trip": timed["round_trip"]["statement"].summary(),
+            "claim": floor["claim"].summary(),
+            "claim_and_release": floor["cycle"].summary(),
+            "cpu": floor["cpu"].summary(),
+            "round_trips": counts.pop("floor_round_trips"),
+        },
+        "uncontended": {
+            "claim": claim["claim"].summary(),
+            "claim_and_release": claim["cycle"].summary(),
+            "cpu": claim["cpu"].summary(),
+            **counts,
+            "ratio_to_floor": _ratio(claim["cycle"].median, floor["cycle"].median),
+        },
+    }
+
+
+def _race_figures(race: dict[str, Any], claim_median: float) -> dict[str, Any]:
+    losers, control = race.pop("losers"), race.pop("control")
+    blocked, skips = race.pop("blocked_inserts"), race.pop("skip_inserts")
+    return {
+        **race,
+        "losers": losers.summary(),
+        "control": control.summary(),
+        "blocked_inserts": blocked.summary() if blocked.values else None,
+        "skip_inserts": skips.summary() if skips.values else None,
+        "loser_p50_ratio": _ratio(losers.median, claim_median),
+        "loser_p99_ratio": _ratio(losers.p99, claim_median),
+        "loser_p99_to_control_p99": _ratio(losers.p99, control.p99),
+    }
+
+
+def _history(connection: Any, claims: Any, rows: int) -> dict[str, Any]:
+    """Claim + release on an empty table, then beside ``rows`` of history.
+
+    Each phase is timed against the floor in the same rounds; the floor's
+    table stays small, so it tracks only how fast the machine is at the
+    time, and dividing by it takes the machine's drift out of the ratio.
+    """
+    from benchmarks import history, uncontended
+
+    history.empty(connection)
+    empty = uncontended.claim_against_floor(
+        connection, claims, rounds=10, per_round=25, warmup=10, seconds=12
+    )
+    started = perf_counter()
+    history.fill(connection, rows, claims.job)
+    fill_seconds = round(perf_counter() - started, 1)
+    full = uncontended.claim_against_floor(
+        connection, claims, rounds=10, per_round=25, warmup=10, seconds=12
+    )
+    raw = _ratio(full["claim"]["cycle"].median, empty["claim"]["cycle"].median)
+    floor_drift = _ratio(full["floor"]["cycle"].median, empty["floor"]["cycle"].median)
+    return {
+        "rows": rows,
+        "fill_seconds": fill_seconds,
+        "empty": empty["claim"]["cycle"].summary(),
+        "full": full["claim"]["cycle"].summary(),
+        "floor_empty": empty["floor"]["cycle"].summary(),
+        "floor_full": full["floor"]["cycle"].summary(),
+        "raw_ratio": raw,
+        "floor_drift": floor_drift,
+        "ratio": round(raw / floor_drift, 2),
+        "plan": history.claim_query_plan(connection, claims.job, "explained"),
+    }
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return round(numerator / denominator, 2)
+
+
+@contextmanager
+def _step(steps: dict[str, float], name: str) -> Iterator[None]:
+    """Say which step runs (on stderr), and record how long it took."""
+    print(f"... {name}", file=sys.stderr, flush=True)
+    started = perf_counter()
+    yield
+    steps[name] = round(perf_counter() - started, 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

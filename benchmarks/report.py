@@ -1,0 +1,167 @@
+"""The benchmark's figures as the table ``make bench`` prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_RAW_CLAIM = {
+    "postgresql": "INSERT ... ON CONFLICT DO NOTHING RETURNING",
+    "mysql": "INSERT IGNORE ... RETURNING",
+    "sqlite": "INSERT OR IGNORE ... RETURNING",
+}
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = _heading(results)
+    lines += _uncontended(results)
+    lines += _contention(results)
+    lines += _history(results["history"])
+    lines += _prune(results["prune"])
+    lines += _throughput(results["throughput"])
+    lines += _targets(results["targets"])
+    steps = ", ".join(f"{name} {seconds:g} s" for name, seconds in results["step_seconds"].items())
+    lines.append(f"\nSteps: {steps}")
+    return "\n".join(lines)
+
+
+def _heading(results: dict[str, Any]) -> list[str]:
+    database, machine = results["database"], results["machine"]
+    durability = ", ".join(f"{name}={value}" for name, value in database["durability"].items())
+    before, after = machine["load_average_before"][0], machine["load_average_after"][0]
+    code = results["code"]
+    changed = f", with changes to {', '.join(code['changed'])}" if code["changed"] else ""
+    return [
+        f"jobclaims claim benchmark: {database['name']} {database['version']} ({durability})",
+        f"{machine['cpus']} CPUs ({machine['cpu']}), {machine['memory_gib']} GiB, "
+        f"{machine['system']}, Python {machine['python']}, Django {machine['django']}",
+        f"load average {before} at the start, {after} at the end; {results['seconds']} s in all",
+        f"code: commit {code['commit']}{changed}",
+    ]
+
+
+def _row(label: str, samples: dict[str, Any]) -> str:
+    return f"   {label:<50}{samples['median_us']:>12,.1f}{samples['p99_us']:>12,.1f}"
+
+
+def _uncontended(results: dict[str, Any]) -> list[str]:
+    floor, claim = results["floor"], results["uncontended"]
+    trips = claim["round_trips"]
+    wire = (
+        f"   round trips on the wire: {trips} (raw floor: {floor['round_trips']})"
+        if trips is not None
+        else "   round trips: none (SQLite runs in the process)"
+    )
+    return [
+        "",
+        f"{'1. Floor, measured in the same rounds':<53}{'median us':>12}{'p99 us':>12}",
+        _row("SELECT 1 round trip", floor["round_trip"]),
+        _row(f"raw claim: {_RAW_CLAIM[results['database']['vendor']]}", floor["claim"]),
+        _row("raw claim + raw release (UPDATE)", floor["claim_and_release"]),
+        "2. claim() + release(), one process, a new window each time",
+        _row("claim()", claim["claim"]),
+        _row("claim() + release()", claim["claim_and_release"]),
+        f"   SQL statements per cycle (CaptureQueriesContext): {claim['statements']}: "
+        + " ".join(claim["sequence"]),
+        wire,
+        _row("client CPU time per cycle, claim() + release()", claim["cpu"]),
+        _row("client CPU time per cycle, raw floor", floor["cpu"]),
+        f"   claim + release / raw floor: {claim['ratio_to_floor']}x",
+    ]
+
+
+def _contention(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "3. Contention: K processes claim one window at the same instant",
+        "   K  winners/round  loser p50 us  loser p99 us  p50/claim  p99/claim"
+        "  control p99 us  p99/control",
+    ]
+    for race in results["contention"]:
+        winners = sorted(set(race["winners_per_round"]))
+        losers, control = race["losers"], race["control"]
+        lines.append(
+            f"   {race['processes']:<3}{'/'.join(map(str, winners)):>8} x{race['rounds']:<5}"
+            f"{losers['median_us']:>13,.0f}{losers['p99_us']:>14,.0f}"
+            f"{race['loser_p50_ratio']:>10}x{race['loser_p99_ratio']:>10}x"
+            f"{control['p99_us']:>16,.0f}{race['loser_p99_to_control_p99']:>12}x"
+        )
+    lines.append("   losers' statements (how many losers sent them):")
+    for race in results["contention"]:
+        paths = "; ".join(f"{path}: {count}" for path, count in race["loser_statements"].items())
+        lines.append(f"     K={race['processes']}: {paths}")
+    lines.append("   time losers spent in INSERTs (count, median us, p99 us):")
+    lines.append(
+        "       K  claim INSERT refused by the winner's row      INSERT recording the skip"
+    )
+    for race in results["contention"]:
+        lines.append(
+            f"     {race['processes']:>3}  {_brief(race['blocked_inserts']):<43}"
+            f"{_brief(race['skip_inserts'])}"
+        )
+    lines.append(
+        "   control: the same K processes released at once on a window already held"
+        " (all refused, no winner to wait for)"
+    )
+    return lines
+
+
+def _brief(samples: dict[str, Any] | None) -> str:
+    if samples is None:
+        return "none"
+    return f"{samples['samples']}, {samples['median_us']:,.0f}, {samples['p99_us']:,.0f}"
+
+
+def _history(history: dict[str, Any]) -> list[str]:
+    rows = history["rows"]
+    return [
+        f"4. History: claim() + release() beside {rows:,} finished claims"
+        f" (written in {history['fill_seconds']} s)",
+        _row("at 0 rows", history["empty"]),
+        _row(f"at {rows:,} rows", history["full"]),
+        _row("raw floor, during the 0-row phase", history["floor_empty"]),
+        _row(f"raw floor, during the {rows:,}-row phase", history["floor_full"]),
+        f"   ratio {history['raw_ratio']}x; the floor moved {history['floor_drift']}x "
+        f"meanwhile; ratio beside the floor {history['ratio']}x",
+        "   plan of the claim's SELECT:",
+        *(f"     {line}" for line in history["plan"]["plan"]),
+    ]
+
+
+def _prune(prune: dict[str, Any]) -> list[str]:
+    ending = (
+        "finished"
+        if prune["finished"]
+        else f"STOPPED at its budget of {prune['budget_seconds']:g} s"
+    )
+    longest = ", ".join(f"{verb} {ms:,} ms" for verb, ms in prune["longest_ms"].items())
+    median = ", ".join(f"{verb} {ms:,} ms" for verb, ms in prune["median_ms"].items())
+    counts = ", ".join(f"{verb} {count}" for verb, count in prune["statements"].items())
+    return [
+        f"5. Prune: {prune['deleted']:,} rows deleted in {prune['seconds']} s "
+        f"({ending}): {prune['rows_per_second']:,} rows/s",
+        f"   statements: {counts}",
+        f"   longest: {longest}",
+        f"   median: {median}",
+    ]
+
+
+def _throughput(throughput: dict[str, Any]) -> list[str]:
+    stopped = (
+        ""
+        if throughput["claimed"] == throughput["jobs"]
+        else f" (stopped at the time budget, of {throughput['jobs']:,})"
+    )
+    return [
+        f"6. Throughput: {throughput['claimed']:,} distinct jobs{stopped} claimed and "
+        f"released by {throughput['processes']} processes in {throughput['seconds']} s: "
+        f"{throughput['claims_per_second']:,} claims/s",
+    ]
+
+
+def _targets(targets: list[dict[str, Any]]) -> list[str]:
+    lines = ["", f"{'Targets':<53}{'figure':>10}  {'target':<11}met"]
+    for target in targets:
+        met = {True: "yes", False: "MISSED", None: "(not judged here)"}[target["met"]]
+        lines.append(
+            f"   {target['target']:<50}{target['figure']:>10}  {target['wanted']:<11}{met}"
+        )
+    return lines

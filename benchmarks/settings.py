@@ -1,0 +1,36 @@
+"""Settings for the benchmark: jobclaims alone, on the database DATABASE_URL names.
+
+Only the app being measured is installed, so that each of the dozens of
+processes the contention step starts sets Django up quickly. The benchmark
+creates and drops a scratch database of its own (the TEST name below), so it
+never touches the data at DATABASE_URL and can run beside ``make test``.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+DATABASES = {
+    "default": env.db(
+        "DATABASE_URL", default=f"sqlite:///{BASE_DIR / '.databases' / 'bench.sqlite3'}"
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["TEST"] = {
+        "NAME": str(BASE_DIR / ".databases" / "bench_jobclaims.sqlite3")
+    }
+else:
+    DATABASES["default"]["TEST"] = {"NAME": "bench_jobclaims"}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+        DATABASES["default"]["TEST"]["CHARSET"] = "utf8mb4"
+
+INSTALLED_APPS = ["jobclaims"]
+
+SECRET_KEY = "benchmarks-only"
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

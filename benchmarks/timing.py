@@ -1,0 +1,126 @@
+"""Timing on a noisy shared machine: interleaved samples, medians, p99s.
+
+Absolute times on a shared two-core machine drift by tens of percent from
+one minute to the next, so every figure that is compared with another is
+measured in the same rounds, alternating, and each is summarised by its
+median (the typical cost) and its 99th percentile (the slow tail).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from time import perf_counter_ns
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+#: One timed cycle: returns how long each of its parts took, in nanoseconds.
+Cycle = Callable[[], dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Durations of many runs of one thing, in microseconds."""
+
+    values: tuple[float, ...]
+
+    @classmethod
+    def of_nanoseconds(cls, durations: list[int]) -> Samples:
+        return cls(tuple(duration / 1000 for duration in durations))
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def p99(self) -> float:
+        """The nearest-rank 99th percentile: 1 in 100 runs is slower."""
+        ordered = sorted(self.values)
+        return ordered[math.ceil(0.99 * len(ordered)) - 1]
+
+    def summary(self) -> dict[str, float | int]:
+        return {
+            "median_us": round(self.median, 1),
+            "p99_us": round(self.p99, 1),
+            "samples": len(self.values),
+        }
+
+
+def interleaved(
+    cycles: dict[str, Cycle], *, rounds: int, per_round: int, warmup: int, seconds: float
+) -> dict[str, dict[str, Samples]]:
+    """Time each cycle ``per_round`` times a round, the cycles taking turns.
+
+    Taking turns spreads the machine's slow minutes evenly over every
+    cycle, so their ratios hold even when their absolute times wander. Stops
+    after ``rounds`` rounds, or after the round that ends past ``seconds``
+    (but never before two rounds), so a slow machine takes fewer samples
+    instead of longer. Returns, per cycle, the samples of each of its parts.
+    """
+    for cycle in cycles.values():
+        for _ in range(warmup):
+            cycle()
+    durations: dict[str, dict[str, list[int]]] = {name: {} for name in cycles}
+    deadline = perf_counter_ns() + int(seconds * 1e9)
+    for done in range(1, rounds + 1):
+        for name, cycle in cycles.items():
+            for _ in range(per_round):
+                for part, duration in cycle().items():
+                    durations[name].setdefault(part, []).append(duration)
+        if done >= 2 and perf_counter_ns() > deadline:
+            break
+    return {
+        name: {part: Samples.of_nanoseconds(values) for part, values in parts.items()}
+        for name, parts in durations.items()
+    }
+
+
+@contextmanager
+def round_trips(connection: BaseDatabaseWrapper) -> Iterator[Callable[[], int | None]]:
+    """Count the requests the client sends the server while the block runs.
+
+    ``CaptureQueriesContext`` sees the statements Django logs; this sees the
+    wire, including what the driver sends on its own (psycopg's ``BEGIN``,
+    mysqlclient's ``SET autocommit``). The count is ``None`` on SQLite, a
+    library in the process that has no round trips.
+    """
+    connection.ensure_connection()
+    if connection.vendor == "postgresql":
+        with _libpq_trace(connection) as count:
+            yield count
+    elif connection.vendor == "mysql":
+        before = _questions(connection)
+        counted: list[int] = []
+        yield lambda: counted[0] if counted else None
+        # The second SHOW STATUS counts itself.
+        counted.append(_questions(connection) - before - 1)
+    else:
+        yield lambda: None
+
+
+@contextmanager
+def _libpq_trace(connection: BaseDatabaseWrapper) -> Iterator[Callable[[], int | None]]:
+    from psycopg import pq
+
+    pgconn = connection.connection.pgconn
+    counted: list[int] = []
+    with tempfile.TemporaryFile("w+") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            yield lambda: counted[0] if counted else None
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        # The server ends its answer to every request with ReadyForQuery.
+        counted.append(sum("\tReadyForQuery\t" in line for line in trace))
+
+
+def _questions(connection: BaseDatabaseWrapper) -> int:
+    with connection.connection.cursor() as cursor:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Questions'")
+        return int(cursor.fetchone()[1])
