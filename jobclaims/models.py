@@ -125,7 +125,7 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
             if not seen:
                 # The window's first claim: there is no row to lock yet, so
                 # the unique constraints settle a race between instances.
-                with transaction.atomic(using=db):
+                with _savepoint_if_in_transaction(db):
                     new.save(using=db, force_insert=True)
                 run = new
             else:
@@ -251,6 +251,18 @@ def _open_q(force: bool) -> Q:
     if force:
         open_ |= Q(status=JobRun.Status.SUCCEEDED)
     return open_
+
+
+def _savepoint_if_in_transaction(db: str) -> ContextManager[object]:
+    """Keep a conflicting INSERT from breaking the caller's transaction.
+
+    Outside any transaction a lone INSERT is atomic already, and wrapping it
+    in one would cost two more round trips (BEGIN, COMMIT) on every claim,
+    and make the losers of a race wait that much longer on the winner's row.
+    """
+    if connections[db].in_atomic_block:
+        return transaction.atomic(using=db)
+    return nullcontext()
 
 
 def _row_lock_transaction(db: str) -> ContextManager[object]:

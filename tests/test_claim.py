@@ -36,6 +36,12 @@ def test_first_claim_of_a_window_is_attempt_one_with_a_lease_from_the_database_c
     assert JobRun.objects.get() == run
 
 
+def test_a_first_claim_and_its_release_take_three_statements_and_no_transaction():
+    with CaptureQueriesContext(connection) as queries:
+        claim().release()
+    assert [query["sql"].split()[0] for query in queries] == ["SELECT", "INSERT", "UPDATE"]
+
+
 def test_second_claim_is_refused_while_the_lease_holds_and_changes_nothing():
     run = claim()
     assert claim() is None
