@@ -133,7 +133,9 @@ class JobCommand(BaseCommand):
 
     def _skip_message(self, job: str, window: str) -> str:
         """Say why the claim was refused, from the rows that refused it."""
-        rows = JobRun.objects.filter(Q(window=window) | Q(holds_job=True), job=job)
+        rows = JobRun.objects.filter(
+            Q(job=job, window=window) | Q(job=job, holds_job__isnull=False)
+        )
         for run in sorted(rows, key=lambda run: run.window != window):
             if run.window != window:
                 return (

@@ -226,11 +226,18 @@ class _Rivals:
 
 def _rivals(new: JobRun, force: bool) -> _Rivals:
     same_window = Q(window=new.window)
-    contested = same_window | Q(holds_job=True) if new.holds_job else same_window
+    # Each branch of the OR searches a whole unique index, (job, window) and
+    # (job, holds_job), so the read stays an index lookup however many
+    # finished runs the job has. holds_job is TRUE or NULL: "not NULL" is a
+    # range an index can search, where SQLite writes "= TRUE" as a bare
+    # column that it cannot.
+    contested = Q(job=new.job, window=new.window)
+    if new.holds_job:
+        contested |= Q(job=new.job, holds_job__isnull=False)
     free = (same_window & _open_q(force)) | (
         ~same_window & Q(expires_at__lte=DatabaseNow())
     )
-    return _Rivals(contested=contested & Q(job=new.job), free=free)
+    return _Rivals(contested=contested, free=free)
 
 
 def _skip_reason(window: str, blocking: list[tuple[str, str]]) -> str:
