@@ -25,14 +25,10 @@ class DatabaseNow(Func):
     output_field = DateTimeField()
 
     def as_postgresql(self, compiler, connection, **extra_context):
-        return self.as_sql(
-            compiler, connection, template="STATEMENT_TIMESTAMP()", **extra_context
-        )
+        return self.as_sql(compiler, connection, template="STATEMENT_TIMESTAMP()", **extra_context)
 
     def as_mysql(self, compiler, connection, **extra_context):
-        return self.as_sql(
-            compiler, connection, template="UTC_TIMESTAMP(6)", **extra_context
-        )
+        return self.as_sql(compiler, connection, template="UTC_TIMESTAMP(6)", **extra_context)
 
     def as_sqlite(self, compiler, connection, **extra_context):
         return self.as_sql(

@@ -28,7 +28,7 @@ def positive_seconds(text: str) -> datetime.timedelta:
     try:
         seconds = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"the lease must be above 0 seconds, not {text}")
     return datetime.timedelta(seconds=seconds)
@@ -86,9 +86,7 @@ class JobCommand(BaseCommand):
 
     def run_job(self, run: JobRun, *args: Any, **options: Any) -> None:
         """Do the job's work. ``run`` is the claim this instance holds."""
-        raise NotImplementedError(
-            "subclasses of JobCommand must provide a run_job() method"
-        )
+        raise NotImplementedError("subclasses of JobCommand must provide a run_job() method")
 
     def handle(self, *args: Any, **options: Any) -> None:
         job = self.job_name or self._command_name()
@@ -112,8 +110,7 @@ class JobCommand(BaseCommand):
             self.stdout.write(self._skip_message(job, window))
             return
         self.stdout.write(
-            f"Claimed {job} {window} (attempt {run.attempt}), "
-            f"lease until {_local(run.expires_at)}."
+            f"Claimed {job} {window} (attempt {run.attempt}), lease until {_local(run.expires_at)}."
         )
         self._run(run, lease, args, options)
 
@@ -133,7 +130,8 @@ class JobCommand(BaseCommand):
 
     def _skip_message(self, job: str, window: str) -> str:
         """Say why the claim was refused, from the rows that refused it."""
-        rows = JobRun.objects.filter(
+        db = jobclaims_settings.claims_database(JobRun)
+        rows = JobRun.objects.using(db).filter(
             Q(job=job, window=window) | Q(job=job, holds_job__isnull=False)
         )
         for run in sorted(rows, key=lambda run: run.window != window):
@@ -150,8 +148,7 @@ class JobCommand(BaseCommand):
                 )
             if run.status == JobRun.Status.RUNNING:
                 return (
-                    f"Skipped {job} {window}: held by {run.owner} "
-                    f"until {_local(run.expires_at)}."
+                    f"Skipped {job} {window}: held by {run.owner} until {_local(run.expires_at)}."
                 )
         return f"Skipped {job} {window}: another instance claimed it just now."
 
@@ -202,8 +199,7 @@ def _stop_on_signals() -> Iterator[None]:
         raise JobInterrupted(signum)
 
     previous = {
-        signum: signal.signal(signum, interrupt)
-        for signum in (signal.SIGTERM, signal.SIGINT)
+        signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGINT)
     }
     try:
         yield

@@ -60,7 +60,9 @@ class Heartbeat:
             return self.run.renew(self.lease)
         except DatabaseError as error:
             logger.warning(
-                "Could not renew the lease of %s: %s", self.run, error,
+                "Could not renew the lease of %s: %s",
+                self.run,
+                error,
                 extra={"job": self.run.job, "window": self.run.window},
             )
             connections[self.run._state.db].close()

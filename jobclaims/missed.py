@@ -27,9 +27,11 @@ def missed_windows(job: str) -> list[str]:
     claim older than it is a straggler, not the start. Jobs whose claims
     recorded no schedule have no known windows.
     """
-    runs = JobRun.objects.using(jobclaims_settings.claims_database(JobRun)).filter(
-        job=job
-    ).exclude(schedule="")
+    runs = (
+        JobRun.objects.using(jobclaims_settings.claims_database(JobRun))
+        .filter(job=job)
+        .exclude(schedule="")
+    )
     oldest_first = runs.order_by("claimed_at")
     first = oldest_first.finished().first() or oldest_first.first()
     if first is None:
@@ -38,5 +40,9 @@ def missed_windows(job: str) -> list[str]:
     now = database_now(runs.db)
     start = max(first.claimed_at, now - LOOK_BACK * window.longest)
     keys = window.keys_between(start, now)[-LOOK_BACK:]
-    claimed = set(JobRun.objects.using(runs.db).filter(job=job, window__in=keys).values_list("window", flat=True))
+    claimed = set(
+        JobRun.objects.using(runs.db)
+        .filter(job=job, window__in=keys)
+        .values_list("window", flat=True)
+    )
     return [key for key in keys if key not in claimed]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import datetime
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import ContextManager
 
 from django.db import IntegrityError, connections, models, transaction
 from django.db.models import Count, ExpressionWrapper, F, Max, OuterRef, Q, Subquery
@@ -51,9 +50,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
                 Subquery(since_claim.annotate(n=Count("pk")).values("n")),
                 0,
             ),
-            last_skipped_at=Subquery(
-                since_claim.annotate(last=Max("skipped_at")).values("last")
-            ),
+            last_skipped_at=Subquery(since_claim.annotate(last=Max("skipped_at")).values("last")),
         )
 
     def expire(self) -> int:
@@ -130,9 +127,7 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
                 run = new
             else:
                 window_exists = any(row_window == window for row_window, _, _ in seen)
-                run, previous_status = self._take_over(
-                    db, new, rivals, lease, force, window_exists
-                )
+                run, previous_status = self._take_over(db, new, rivals, lease, force, window_exists)
         except IntegrityError:
             pass  # Another instance inserted first: the constraint decided.
         if run is None:
@@ -234,9 +229,7 @@ def _rivals(new: JobRun, force: bool) -> _Rivals:
     contested = Q(job=new.job, window=new.window)
     if new.holds_job:
         contested |= Q(job=new.job, holds_job__isnull=False)
-    free = (same_window & _open_q(force)) | (
-        ~same_window & Q(expires_at__lte=DatabaseNow())
-    )
+    free = (same_window & _open_q(force)) | (~same_window & Q(expires_at__lte=DatabaseNow()))
     return _Rivals(contested=contested, free=free)
 
 
@@ -260,7 +253,7 @@ def _open_q(force: bool) -> Q:
     return open_
 
 
-def _savepoint_if_in_transaction(db: str) -> ContextManager[object]:
+def _savepoint_if_in_transaction(db: str) -> AbstractContextManager[object]:
     """Keep a conflicting INSERT from breaking the caller's transaction.
 
     Outside any transaction a lone INSERT is atomic already, and wrapping it
@@ -272,7 +265,7 @@ def _savepoint_if_in_transaction(db: str) -> ContextManager[object]:
     return nullcontext()
 
 
-def _row_lock_transaction(db: str) -> ContextManager[object]:
+def _row_lock_transaction(db: str) -> AbstractContextManager[object]:
     """A transaction to hold row locks in, where the database has row locks.
 
     SQLite has none: it ignores FOR UPDATE, and a transaction that reads and
@@ -305,9 +298,7 @@ class JobRun(models.Model):
         blank=True,
         help_text=_("How the job's windows are cut, e.g. hourly; empty if unknown."),
     )
-    status = models.CharField(
-        _("status"), max_length=16, choices=Status, default=Status.RUNNING
-    )
+    status = models.CharField(_("status"), max_length=16, choices=Status, default=Status.RUNNING)
     owner = models.CharField(
         _("owner"),
         max_length=255,
@@ -351,9 +342,7 @@ class JobRun(models.Model):
             ),
         ]
         indexes = [
-            models.Index(
-                fields=["status", "expires_at"], name="jobclaims_status_expires_idx"
-            ),
+            models.Index(fields=["status", "expires_at"], name="jobclaims_status_expires_idx"),
             models.Index(fields=["claimed_at"], name="jobclaims_claimed_at_idx"),
         ]
 
@@ -387,9 +376,7 @@ class JobRun(models.Model):
             type(self)
             .objects.using(self._state.db)
             .filter(pk=self.pk, token=self.token, status=self.Status.RUNNING)
-            .update(
-                status=status, error=error, holds_job=None, finished_at=DatabaseNow()
-            )
+            .update(status=status, error=error, holds_job=None, finished_at=DatabaseNow())
         )
         if not released:
             return False
@@ -438,11 +425,15 @@ class JobRun(models.Model):
 
     def _held_rows(self) -> JobRunQuerySet:
         """This run's row, as long as this run still holds it."""
-        return type(self).objects.using(self._state.db).filter(
-            pk=self.pk,
-            token=self.token,
-            status=self.Status.RUNNING,
-            holds_job=self.holds_job,
+        return (
+            type(self)
+            .objects.using(self._state.db)
+            .filter(
+                pk=self.pk,
+                token=self.token,
+                status=self.Status.RUNNING,
+                holds_job=self.holds_job,
+            )
         )
 
     def _lost_message(self) -> str:
@@ -475,9 +466,7 @@ class JobSkip(models.Model):
         verbose_name = _("job skip")
         verbose_name_plural = _("job skips")
         indexes = [
-            models.Index(
-                fields=["job", "window", "skipped_at"], name="jobclaims_skip_window_idx"
-            ),
+            models.Index(fields=["job", "window", "skipped_at"], name="jobclaims_skip_window_idx"),
         ]
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ committed data and, for SQLite, be a file other processes can open.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -55,10 +56,8 @@ class StartingLine:
 
     def release(self) -> None:
         for fd in (self._write_fd, self.read_fd):
-            try:
+            with contextlib.suppress(OSError):  # Already released.
                 os.close(fd)
-            except OSError:
-                pass  # Already released.
 
 
 class Instance:
@@ -164,7 +163,7 @@ class RaceTestCase(TransactionTestCase):
     def race(command: str, *args: str, instances: int = 2, **kwargs: Any) -> list[InstanceResult]:
         return race(command, *args, instances=instances, **kwargs)
 
-    def assertRanOnce(self, results: list[InstanceResult]) -> None:  # noqa: N802
+    def assertRanOnce(self, results: list[InstanceResult]) -> None:
         assert_ran_once(results)
 
 

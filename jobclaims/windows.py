@@ -17,6 +17,7 @@ import datetime
 from dataclasses import dataclass
 
 from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
 
 WindowSpec = str | datetime.timedelta
 
@@ -34,9 +35,7 @@ class CalendarWindow:
         if self.name == "minutely":
             return local.replace(second=0, microsecond=0).isoformat("T", "minutes")
         if self.name == "hourly":
-            return local.replace(minute=0, second=0, microsecond=0).isoformat(
-                "T", "minutes"
-            )
+            return local.replace(minute=0, second=0, microsecond=0).isoformat("T", "minutes")
         if self.name == "daily":
             return local.date().isoformat()
         if self.name == "weekly":
@@ -82,7 +81,7 @@ class CalendarWindow:
         elif self.name in ("minutely", "hourly") and "T" not in text:
             raise ValueError("a date alone does not name one hour or minute")
         else:
-            return _aware(datetime.datetime.fromisoformat(text))
+            return _moment(text)
         return _aware(day)
 
 
@@ -111,7 +110,7 @@ class FixedWindow:
 
     def key_for(self, text: str) -> str:
         try:
-            return self.key_at(_aware(datetime.datetime.fromisoformat(text)))
+            return self.key_at(_moment(text))
         except ValueError:
             raise ValueError(
                 f"{text!r} is not a valid {self.name} window; "
@@ -131,8 +130,7 @@ def resolve(spec: WindowSpec) -> CalendarWindow | FixedWindow:
     if spec in CALENDAR_NAMES:
         return CalendarWindow(spec)
     raise ValueError(
-        f"unknown window {spec!r}: use one of {', '.join(CALENDAR_NAMES)} "
-        "or a datetime.timedelta"
+        f"unknown window {spec!r}: use one of {', '.join(CALENDAR_NAMES)} or a datetime.timedelta"
     )
 
 
@@ -157,6 +155,17 @@ def _distinct_keys(
         moment += step
     keys.pop(current, None)
     return list(keys)
+
+
+def _moment(text: str) -> datetime.datetime:
+    """An ISO 8601 date or date-time, read the same on every Python version
+    (3.10's ``fromisoformat`` refuses ``Z`` and short fractions of seconds)."""
+    moment = parse_datetime(text)
+    if moment is None and (day := parse_date(text)) is not None:
+        moment = datetime.datetime.combine(day, datetime.time())
+    if moment is None:
+        raise ValueError(f"{text!r} is not an ISO 8601 date or date-time")
+    return _aware(moment)
 
 
 def _aware(moment: datetime.datetime) -> datetime.datetime:

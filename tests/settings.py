@@ -21,9 +21,7 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["TEST"] = {
-        "NAME": str(BASE_DIR / ".databases" / "test_jobclaims.sqlite3")
-    }
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".databases" / "test_jobclaims.sqlite3")}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4"}
 

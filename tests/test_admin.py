@@ -273,7 +273,9 @@ def add_claims(count: int) -> None:
 def test_filtering_to_one_job_lists_its_windows_no_instance_claimed(operator):
     now, hourly = database_now(), resolve("hourly")
     for hours_ago in (2, 0):
-        with claim("sync", window="hourly", key=hourly.key_at(now - datetime.timedelta(hours=hours_ago))):
+        with claim(
+            "sync", window="hourly", key=hourly.key_at(now - datetime.timedelta(hours=hours_ago))
+        ):
             pass
     JobRun.objects.filter(window=hourly.key_at(now - datetime.timedelta(hours=2))).update(
         claimed_at=now - datetime.timedelta(hours=2)

@@ -53,7 +53,9 @@ def test_a_skip_names_the_holder_and_when_its_lease_ends():
 
 
 def test_a_skip_names_the_other_window_that_still_runs():
-    JobRun.objects.claim("charge_ledger", "2026-11-29T09:00+00:00", lease=datetime.timedelta(minutes=5))
+    JobRun.objects.claim(
+        "charge_ledger", "2026-11-29T09:00+00:00", lease=datetime.timedelta(minutes=5)
+    )
     out, _, status = run_command("charge_ledger", "--window", WINDOW)
     assert status == 0
     assert "the 2026-11-29T09:00+00:00 run" in out
@@ -62,7 +64,7 @@ def test_a_skip_names_the_other_window_that_still_runs():
 
 def test_force_runs_a_succeeded_window_again():
     run_command("charge_ledger", "--window", WINDOW)
-    out, err, status = run_command("charge_ledger", "--window", WINDOW, "--force")
+    _, err, status = run_command("charge_ledger", "--window", WINDOW, "--force")
     assert status == 0, err
     assert JobRun.objects.get().attempt == 2
     assert Charge.objects.count() == 2
@@ -120,7 +122,7 @@ class NoRunJob(JobCommand):
 
 
 def test_an_unknown_window_spec_names_the_choices_and_nothing_is_written():
-    with pytest.raises(CommandError, match="UnknownWindow.window: unknown window 'fortnightly'"):
+    with pytest.raises(CommandError, match=r"UnknownWindow\.window: unknown window 'fortnightly'"):
         call_command(UnknownWindow())
     assert not JobRun.objects.exists()
 

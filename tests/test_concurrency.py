@@ -79,7 +79,7 @@ def test_a_succeeded_window_is_skipped_by_later_instances_unless_forced():
 
 
 def test_a_killed_holder_blocks_its_window_until_the_lease_ends_then_is_taken_over():
-    [holder] = start("charge_ledger", "--window", WINDOW, "--lease", "3", "--hold", "60")
+    [holder] = start("charge_ledger", "--window", WINDOW, "--lease", "8", "--hold", "60")
     wait_until(Charge.objects.exists, "the first instance to start charging")
     os.kill(holder.process.pid, signal.SIGKILL)
     assert holder.finish().returncode == -signal.SIGKILL
@@ -108,7 +108,7 @@ def test_a_failed_run_exits_non_zero_and_the_next_instance_retries_it():
 
 
 def test_another_window_skips_while_a_run_of_the_job_holds_it():
-    [first] = start("charge_ledger", "--window", "2026-11-29T08:00", "--hold", "3")
+    [first] = start("charge_ledger", "--window", "2026-11-29T08:00", "--hold", "6")
     wait_until(Charge.objects.exists, "the 08:00 run to start")
     [second] = race("charge_ledger", "--window", "2026-11-29T09:00", instances=1)
     assert second.outcome == "skipped"
@@ -121,7 +121,7 @@ def test_another_window_skips_while_a_run_of_the_job_holds_it():
 
 
 def test_allow_overlap_runs_another_window_while_the_first_still_runs():
-    [first] = start("charge_overlapping", "--window", "2026-11-29T08:00", "--hold", "3")
+    [first] = start("charge_overlapping", "--window", "2026-11-29T08:00", "--hold", "6")
     wait_until(Charge.objects.exists, "the 08:00 run to start")
     [second] = race("charge_overlapping", "--window", "2026-11-29T09:00", instances=1)
     assert second.outcome == "ran", second

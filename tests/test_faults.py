@@ -93,7 +93,9 @@ def test_a_stop_signal_records_the_claim_failed_and_the_next_instance_runs_at_on
     assert f"interrupted by {signum.name}" in result.stderr
     run = JobRun.objects.get()
     assert run.status == JobRun.Status.FAILED
-    assert run.error.startswith(f"jobclaims.exceptions.JobInterrupted: interrupted by {signum.name}\n")
+    assert run.error.startswith(
+        f"jobclaims.exceptions.JobInterrupted: interrupted by {signum.name}\n"
+    )
 
     [next_run] = race("charge_ledger", "--window", WINDOW, instances=1)
     assert next_run.outcome == "ran", next_run

@@ -23,14 +23,18 @@ def at(text: str) -> datetime.datetime:
 
 @override_settings(TIME_ZONE="America/New_York")
 def test_the_hours_of_a_fall_back_day_are_twenty_five_windows():
-    keys = resolve("hourly").keys_between(at("2026-11-01T04:00+00:00"), at("2026-11-02T05:00+00:00"))
+    keys = resolve("hourly").keys_between(
+        at("2026-11-01T04:00+00:00"), at("2026-11-02T05:00+00:00")
+    )
     assert len(keys) == len(set(keys)) == 25
     assert keys[1:3] == ["2026-11-01T01:00-04:00", "2026-11-01T01:00-05:00"]
 
 
 @override_settings(TIME_ZONE="America/New_York")
 def test_the_hours_of_a_spring_forward_day_are_twenty_three_windows():
-    keys = resolve("hourly").keys_between(at("2026-03-08T05:00+00:00"), at("2026-03-09T04:00+00:00"))
+    keys = resolve("hourly").keys_between(
+        at("2026-03-08T05:00+00:00"), at("2026-03-09T04:00+00:00")
+    )
     assert len(keys) == 23
     assert "2026-03-08T02:00-05:00" not in keys
 

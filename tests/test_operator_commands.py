@@ -276,9 +276,7 @@ def test_status_lists_the_windows_no_instance_claimed():
     for hours_ago in (3, 0):
         with claim("sync", window="hourly", key=hourly.key_at(now - hours_ago * HOUR)):
             pass
-    JobRun.objects.filter(window=hourly.key_at(now - 3 * HOUR)).update(
-        claimed_at=now - 3 * HOUR
-    )
+    JobRun.objects.filter(window=hourly.key_at(now - 3 * HOUR)).update(claimed_at=now - 3 * HOUR)
     missed = [hourly.key_at(now - 2 * HOUR), hourly.key_at(now - HOUR)]
     out, _, _ = run_command("jobclaims_status", "--missed")
     assert f"sync: 2 missed windows: {', '.join(missed)}" in out

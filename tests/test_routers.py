@@ -97,3 +97,12 @@ def test_a_job_command_claims_and_records_its_outcome_on_the_primary():
     assert out.startswith("Claimed ")
     assert queries.replica == []
     assert JobRun.objects.using("default").get().status == JobRun.Status.SUCCEEDED
+
+
+def test_a_skipped_job_command_explains_the_skip_from_the_primary():
+    run_command("charge_ledger", "--window", WINDOW)
+    with claim_queries() as queries:
+        out, err, status = run_command("charge_ledger", "--window", WINDOW)
+    assert status == 0, err
+    assert out.startswith(f"Skipped charge_ledger {WINDOW}: it already succeeded")
+    assert queries.replica == []

@@ -82,7 +82,9 @@ def test_log_records_carry_job_window_owner_and_attempt(caplog):
 
 
 def test_a_host_clock_far_from_the_database_is_warned_about(caplog, time_machine):
-    time_machine.move_to(datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5))
+    time_machine.move_to(
+        datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)
+    )
     with caplog.at_level(logging.WARNING, logger="jobclaims"):
         JobRun.objects.claim("charge", "w", lease=LEASE)
     [warning] = caplog.records

@@ -60,4 +60,4 @@ class RaceTestCaseTests(RaceTestCase):
     def test_a_transaction_test_case_races_two_instances(self):
         results = self.race("charge_ledger", "--window", "2026-11-29T10:00")
         self.assertRanOnce(results)
-        self.assertEqual(JobRun.objects.get().status, "succeeded")
+        assert JobRun.objects.get().status == "succeeded"

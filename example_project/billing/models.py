@@ -16,3 +16,6 @@ class Charge(models.Model):
     invoice = models.ForeignKey(Invoice, on_delete=models.CASCADE, related_name="charges")
     amount_cents = models.PositiveIntegerField()
     charged_by_pid = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.amount_cents} cents for {self.invoice}"

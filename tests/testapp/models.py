@@ -9,3 +9,6 @@ class Charge(models.Model):
     pid = models.PositiveIntegerField()
     attempt = models.PositiveIntegerField(default=1)
     step = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.window} by {self.pid}"
