@@ -124,24 +124,23 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
     from benchmarks import uncontended
 
     timed = uncontended.claim_against_floor(
-        connection, claims, rounds=10, per_round=60, warmup=30, seconds=15
+        connection, claims, rounds=200, per_round=4, warmup=30, seconds=15
     )
     counts = uncontended.statements_per_cycle(connection, claims)
-    floor, claim = timed["floor"], timed["claim"]
     return {
         "floor": {
-            "round_trip": timed["round_trip"]["statement"].summary(),
-            "claim": floor["claim"].summary(),
-            "claim_and_release": floor["cycle"].summary(),
-            "cpu": floor["cpu"].summary(),
+            "round_trip": timed.samples("round_trip", "statement").summary(),
+            "claim": timed.samples("floor", "claim").summary(),
+            "claim_and_release": timed.samples("floor", "cycle").summary(),
+            "cpu": timed.samples("floor", "cpu").summary(),
             "round_trips": counts.pop("floor_round_trips"),
         },
         "uncontended": {
-            "claim": claim["claim"].summary(),
-            "claim_and_release": claim["cycle"].summary(),
-            "cpu": claim["cpu"].summary(),
+            "claim": timed.samples("claim", "claim").summary(),
+            "claim_and_release": timed.samples("claim", "cycle").summary(),
+            "cpu": timed.samples("claim", "cpu").summary(),
             **counts,
-            "ratio_to_floor": _ratio(claim["cycle"].median, floor["cycle"].median),
+            "ratio_to_floor": round(timed.ratio("claim", "floor"), 2),
         },
     }
 
@@ -164,34 +163,37 @@ def _race_figures(race: dict[str, Any], claim_median: float) -> dict[str, Any]:
 def _history(connection: Any, claims: Any, rows: int) -> dict[str, Any]:
     """Claim + release on an empty table, then beside ``rows`` of history.
 
-    Each phase is timed against the floor in the same rounds; the floor's
+    Each phase is timed against the floor, round by round; the floor's
     table stays small, so it tracks only how fast the machine is at the
-    time, and dividing by it takes the machine's drift out of the ratio.
+    time, and comparing the two phases' ratios to it takes the machine's
+    drift between the phases out of the result.
     """
     from benchmarks import history, uncontended
 
     history.empty(connection)
     empty = uncontended.claim_against_floor(
-        connection, claims, rounds=10, per_round=25, warmup=10, seconds=12
+        connection, claims, rounds=100, per_round=4, warmup=10, seconds=12
     )
     started = perf_counter()
     history.fill(connection, rows, claims.job)
     fill_seconds = round(perf_counter() - started, 1)
     full = uncontended.claim_against_floor(
-        connection, claims, rounds=10, per_round=25, warmup=10, seconds=12
+        connection, claims, rounds=100, per_round=4, warmup=10, seconds=12
     )
-    raw = _ratio(full["claim"]["cycle"].median, empty["claim"]["cycle"].median)
-    floor_drift = _ratio(full["floor"]["cycle"].median, empty["floor"]["cycle"].median)
+    before, after = empty.samples("claim", "cycle"), full.samples("claim", "cycle")
+    floor_before, floor_after = empty.samples("floor", "cycle"), full.samples("floor", "cycle")
     return {
         "rows": rows,
         "fill_seconds": fill_seconds,
-        "empty": empty["claim"]["cycle"].summary(),
-        "full": full["claim"]["cycle"].summary(),
-        "floor_empty": empty["floor"]["cycle"].summary(),
-        "floor_full": full["floor"]["cycle"].summary(),
-        "raw_ratio": raw,
-        "floor_drift": floor_drift,
-        "ratio": round(raw / floor_drift, 2),
+        "empty": before.summary(),
+        "full": after.summary(),
+        "floor_empty": floor_before.summary(),
+        "floor_full": floor_after.summary(),
+        "raw_ratio": _ratio(after.median, before.median),
+        "floor_drift": _ratio(floor_after.median, floor_before.median),
+        "ratio_to_floor_empty": round(empty.ratio("claim", "floor"), 2),
+        "ratio_to_floor_full": round(full.ratio("claim", "floor"), 2),
+        "ratio": round(full.ratio("claim", "floor") / empty.ratio("claim", "floor"), 2),
         "plan": history.claim_query_plan(connection, claims.job, "explained"),
     }
 

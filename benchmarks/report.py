@@ -65,7 +65,7 @@ def _uncontended(results: dict[str, Any]) -> list[str]:
         wire,
         _row("client CPU time per cycle, claim() + release()", claim["cpu"]),
         _row("client CPU time per cycle, raw floor", floor["cpu"]),
-        f"   claim + release / raw floor: {claim['ratio_to_floor']}x",
+        f"   claim + release / raw floor (median of per-round ratios): {claim['ratio_to_floor']}x",
     ]
 
 
@@ -119,8 +119,9 @@ def _history(history: dict[str, Any]) -> list[str]:
         _row(f"at {rows:,} rows", history["full"]),
         _row("raw floor, during the 0-row phase", history["floor_empty"]),
         _row(f"raw floor, during the {rows:,}-row phase", history["floor_full"]),
-        f"   ratio {history['raw_ratio']}x; the floor moved {history['floor_drift']}x "
-        f"meanwhile; ratio beside the floor {history['ratio']}x",
+        f"   medians: {history['raw_ratio']}x, while the floor moved {history['floor_drift']}x",
+        f"   claim + release / raw floor, round by round: {history['ratio_to_floor_empty']}x at 0"
+        f" rows, {history['ratio_to_floor_full']}x at {rows:,}: ratio {history['ratio']}x",
         "   plan of the claim's SELECT:",
         *(f"     {line}" for line in history["plan"]["plan"]),
     ]

@@ -50,33 +50,56 @@ class Samples:
         }
 
 
+@dataclass(frozen=True)
+class Timings:
+    """Interleaved timings: every duration, and the round it was taken in."""
+
+    #: Per cycle, per part: the durations of each round, in nanoseconds.
+    rounds: dict[str, dict[str, list[list[int]]]]
+
+    def samples(self, cycle: str, part: str) -> Samples:
+        """All of a part's durations, from every round."""
+        return Samples.of_nanoseconds(
+            [d for durations in self.rounds[cycle][part] for d in durations]
+        )
+
+    def ratio(self, cycle: str, baseline: str, part: str = "cycle") -> float:
+        """How many times ``baseline`` one ``cycle`` costs, round by round.
+
+        Each round's median is divided by the baseline's median of the same
+        round, taken moments apart on the same machine, and the median of
+        those ratios is returned: drift between rounds cancels out.
+        """
+        pairs = zip(self.rounds[cycle][part], self.rounds[baseline][part], strict=True)
+        return statistics.median(statistics.median(a) / statistics.median(b) for a, b in pairs)
+
+
 def interleaved(
     cycles: dict[str, Cycle], *, rounds: int, per_round: int, warmup: int, seconds: float
-) -> dict[str, dict[str, Samples]]:
+) -> Timings:
     """Time each cycle ``per_round`` times a round, the cycles taking turns.
 
-    Taking turns spreads the machine's slow minutes evenly over every
-    cycle, so their ratios hold even when their absolute times wander. Stops
-    after ``rounds`` rounds, or after the round that ends past ``seconds``
-    (but never before two rounds), so a slow machine takes fewer samples
-    instead of longer. Returns, per cycle, the samples of each of its parts.
+    Short turns keep the cycles compared moments apart, so their ratios
+    hold even when the machine's speed wanders. Stops after ``rounds``
+    rounds, or after the round that ends past ``seconds`` (but never before
+    five rounds), so a slow machine takes fewer samples instead of longer.
     """
     for cycle in cycles.values():
         for _ in range(warmup):
             cycle()
-    durations: dict[str, dict[str, list[int]]] = {name: {} for name in cycles}
+    taken: dict[str, dict[str, list[list[int]]]] = {name: {} for name in cycles}
     deadline = perf_counter_ns() + int(seconds * 1e9)
     for done in range(1, rounds + 1):
         for name, cycle in cycles.items():
+            round_: dict[str, list[int]] = {}
             for _ in range(per_round):
                 for part, duration in cycle().items():
-                    durations[name].setdefault(part, []).append(duration)
-        if done >= 2 and perf_counter_ns() > deadline:
+                    round_.setdefault(part, []).append(duration)
+            for part, durations in round_.items():
+                taken[name].setdefault(part, []).append(durations)
+        if done >= 5 and perf_counter_ns() > deadline:
             break
-    return {
-        name: {part: Samples.of_nanoseconds(values) for part, values in parts.items()}
-        for name, parts in durations.items()
-    }
+    return Timings(taken)
 
 
 @contextmanager

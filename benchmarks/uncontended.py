@@ -11,7 +11,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
 from benchmarks.floor import RawCycles
-from benchmarks.timing import Samples, interleaved, round_trips
+from benchmarks.timing import Timings, interleaved, round_trips
 from jobclaims.models import JobRun
 
 LEASE = datetime.timedelta(minutes=10)
@@ -56,7 +56,7 @@ def claim_against_floor(
     per_round: int,
     warmup: int,
     seconds: float,
-) -> dict[str, dict[str, Samples]]:
+) -> Timings:
     """Time ``SELECT 1``, the raw claim and ``claim()`` in alternating rounds."""
     raw = RawCycles(connection, LEASE)
     try:
