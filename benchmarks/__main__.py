@@ -29,7 +29,9 @@ RACES = ((2, 20), (8, 8), (32, 4))
 
 def main(argv: list[str]) -> int:
     options = _parser().parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.settings")
+    # Always the benchmark's own settings, whatever the shell exports: they
+    # name a scratch database that is safe to drop without asking.
+    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
     django.setup()
     from django.db import connection
 
