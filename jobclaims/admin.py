@@ -8,7 +8,7 @@ own state changes. The change permission is what lets a user run the actions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
@@ -25,6 +25,12 @@ from jobclaims.conf import jobclaims_settings
 from jobclaims.missed import missed_windows
 from jobclaims.models import JobRun, JobRunQuerySet
 from jobclaims.states import State
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldOpts
+    from django.utils.functional import _StrOrPromise
+
+    from jobclaims.states import ListedRun
 
 # A shape per state, so that the badges differ by more than colour.
 _SYMBOLS = {
@@ -95,7 +101,10 @@ class JobRunAdmin(admin.ModelAdmin):
         (_("Claim"), {"fields": ("schedule", "token", "holds_job")}),
     )
     #: Shown only for a run that has an error: a failed or reopened one.
-    error_fieldset = (_("Error"), {"fields": ("traceback",)})
+    error_fieldset: ClassVar[tuple[_StrOrPromise, _FieldOpts]] = (
+        _("Error"),
+        {"fields": ("traceback",)},
+    )
 
     class Media:
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("jobclaims/admin.css",)}
@@ -103,8 +112,9 @@ class JobRunAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> JobRunQuerySet:
         # The database the jobs claim on: a lagging replica would show a
         # finished run as active, and an operator could expire the wrong one.
-        runs = super().get_queryset(request).using(self.claims_database)
-        return states.with_state(runs.with_skips())
+        runs = super().get_queryset(request)
+        assert isinstance(runs, JobRunQuerySet), "JobRun.objects is the default manager"
+        return states.with_state(runs.using(self.claims_database).with_skips())
 
     @property
     def claims_database(self) -> str:
@@ -141,7 +151,7 @@ class JobRunAdmin(admin.ModelAdmin):
         return super().changelist_view(request, context)
 
     @admin.display(description=_("state"))
-    def state_badge(self, run: JobRun) -> SafeString:
+    def state_badge(self, run: ListedRun) -> SafeString:
         state = State(run.state)
         return format_html(
             '<span class="jobclaims-state jobclaims-state--{}" title="{}">'
@@ -153,7 +163,7 @@ class JobRunAdmin(admin.ModelAdmin):
         )
 
     @admin.display(description=_("expires"), ordering="expires_at")
-    def expires(self, run: JobRun) -> str:
+    def expires(self, run: ListedRun) -> str:
         """When the lease ends or ended, by the database's clock; running only."""
         if run.status != JobRun.Status.RUNNING:
             return self.get_empty_value_display()
@@ -166,12 +176,12 @@ class JobRunAdmin(admin.ModelAdmin):
         return durations.short(run.finished_at - run.claimed_at, parts=2)
 
     @admin.display(description=_("skipped"))
-    def skipped(self, run: JobRun) -> int:
+    def skipped(self, run: ListedRun) -> int:
         """How many instances stepped aside for this run since it claimed."""
         return run.skips
 
     @admin.display(description=_("last skipped at"))
-    def last_skipped(self, run: JobRun) -> str:
+    def last_skipped(self, run: ListedRun) -> str:
         return display_for_value(run.last_skipped_at, self.get_empty_value_display())
 
     @admin.display(description=_("traceback"))
@@ -251,6 +261,8 @@ class JobRunAdmin(admin.ModelAdmin):
             rows = list(targets.using(db).order_by("pk").select_for_update())
             locked = JobRun.objects.using(db).filter(pk__in=[row.pk for row in rows])
             changed = change(locked)
+        # The admin lets only a signed-in staff user run an action.
+        assert request.user.pk is not None
         LogEntry.objects.log_actions(
             user_id=request.user.pk,
             queryset=rows,

@@ -148,7 +148,9 @@ def record_failure(run: JobRun, error: BaseException) -> None:
 
     The error's one-line summary comes first, then the traceback.
     """
-    connection = connections[run._state.db]
+    db = run._state.db
+    assert db is not None, "a claimed run was saved, so it has a database"
+    connection = connections[db]
     if not connection.in_atomic_block:
         # The job may have failed because the connection died: reconnect.
         connection.close_if_unusable_or_obsolete()

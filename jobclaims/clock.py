@@ -7,9 +7,15 @@ Hosts' own clocks drift and jump, so every moment a claim is compared with
 from __future__ import annotations
 
 import datetime
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 from django.db.models import DateTimeField, Func
+from django.db.models.sql import Query
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 
 class DatabaseNow(Func):
@@ -24,13 +30,19 @@ class DatabaseNow(Func):
     template = "CURRENT_TIMESTAMP"
     output_field = DateTimeField()
 
-    def as_postgresql(self, compiler, connection, **extra_context):
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> _AsSqlType:
         return self.as_sql(compiler, connection, template="STATEMENT_TIMESTAMP()", **extra_context)
 
-    def as_mysql(self, compiler, connection, **extra_context):
+    def as_mysql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> _AsSqlType:
         return self.as_sql(compiler, connection, template="UTC_TIMESTAMP(6)", **extra_context)
 
-    def as_sqlite(self, compiler, connection, **extra_context):
+    def as_sqlite(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> _AsSqlType:
         return self.as_sql(
             compiler,
             connection,
@@ -42,8 +54,11 @@ class DatabaseNow(Func):
 def database_now(using: str = "default") -> datetime.datetime:
     """Return the database's current time as an aware UTC datetime."""
     connection = connections[using]
-    compiler = connection.ops.compiler("SQLCompiler")(None, connection, using)
+    # A lone expression compiles against an empty query, as Django's schema
+    # editor compiles a field's db_default.
+    compiler = Query(None).get_compiler(using=using)
     sql, params = compiler.compile(DatabaseNow())
+    value: datetime.datetime | str
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {sql}", params)
         (value,) = cursor.fetchone()

@@ -79,7 +79,9 @@ def finished(run: JobRun) -> None:
     """
     if not (signals.run_finished.has_listeners() or logger.isEnabledFor(logging.INFO)):
         return
-    duration = run.finished_at - run.claimed_at
+    finished_at = run.finished_at
+    assert finished_at is not None, "release() set it before announcing the outcome"
+    duration = finished_at - run.claimed_at
     logger.info(
         "Finished %s %s: %s in %.3f s",
         run.job,

@@ -65,5 +65,7 @@ class Heartbeat:
                 error,
                 extra={"job": self.run.job, "window": self.run.window},
             )
-            connections[self.run._state.db].close()
+            db = self.run._state.db
+            assert db is not None, "a claimed run was saved, so it has a database"
+            connections[db].close()
             return True

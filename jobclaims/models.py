@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.db import IntegrityError, connections, models, transaction
 from django.db.models import Count, ExpressionWrapper, F, Max, OuterRef, Q, Subquery
@@ -18,6 +19,22 @@ from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost
 from jobclaims.owner import process_owner
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class Skips(TypedDict):
+    """What ``JobRunQuerySet.with_skips()`` annotates on each run."""
+
+    skips: int
+    last_skipped_at: datetime.datetime | None
+
+
+class _ReadAt(TypedDict):
+    """The database's clock, annotated on a row as it is read."""
+
+    db_now: datetime.datetime
 
 
 class JobRunQuerySet(models.QuerySet["JobRun"]):
@@ -74,7 +91,12 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         )
 
 
-class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: ignore[misc]
+# Bound to a name first: django-stubs builds the manager's typed methods only
+# from a from_queryset() call assigned at module level.
+_JobRunManagerBase = models.Manager.from_queryset(JobRunQuerySet)
+
+
+class JobRunManager(_JobRunManagerBase["JobRun"]):
     def claim(
         self,
         job: str,
@@ -116,7 +138,8 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         seen = list(rows.values_list("window", "status", "free"))
         blocking = [(row_window, status) for row_window, status, free in seen if not free]
         if blocking:
-            return self._skip(db, new, _skip_reason(window, blocking))
+            self._skip(db, new, _skip_reason(window, blocking))
+            return None
         run, previous_status = None, None
         try:
             if not seen:
@@ -131,7 +154,8 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         except IntegrityError:
             pass  # Another instance inserted first: the constraint decided.
         if run is None:
-            return self._skip(db, new, JobSkip.Reason.HELD)
+            self._skip(db, new, JobSkip.Reason.HELD)
+            return None
         events.acquired(run, previous_status)
         return run
 
@@ -162,10 +186,15 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         with _row_lock_transaction(db):
             # Rows another contender has locked are skipped, not waited for:
             # that contender is settling them right now.
-            rows = list(
-                runs.select_for_update(skip_locked=True)
-                .filter(rivals.contested, rivals.free)
-                .annotate(db_now=DatabaseNow())
+            # The cast names the annotation, which django-stubs carries
+            # through the manager's methods but not this queryset's own.
+            rows = cast(
+                "list[WithAnnotations[JobRun, _ReadAt]]",
+                list(
+                    runs.select_for_update(skip_locked=True)
+                    .filter(rivals.contested, rivals.free)
+                    .annotate(db_now=DatabaseNow())
+                ),
             )
             dead_holders = [row.pk for row in rows if row.window != new.window]
             if dead_holders:
@@ -182,7 +211,11 @@ class JobRunManager(models.Manager.from_queryset(JobRunQuerySet)):  # type: igno
         return current, previous_status
 
     def _reassign(
-        self, current: JobRun, new: JobRun, lease: datetime.timedelta, force: bool
+        self,
+        current: WithAnnotations[JobRun, _ReadAt],
+        new: JobRun,
+        lease: datetime.timedelta,
+        force: bool,
     ) -> bool:
         """Hand ``current`` over to ``new``'s holder, if no one else did first."""
         changes = {
@@ -353,7 +386,11 @@ class JobRun(models.Model):
     def validate_claim(cls, job: str, window: str, lease: datetime.timedelta) -> None:
         """Refuse a claim that the table could not store, naming the fix."""
         for name, value in (("job", job), ("window", window)):
-            limit = cls._meta.get_field(name).max_length
+            field = cls._meta.get_field(name)
+            # job and window are CharFields: each has a max_length.
+            assert isinstance(field, models.CharField)
+            assert field.max_length is not None
+            limit = field.max_length
             if not value:
                 raise ValueError(f"a claim needs a {name} name")
             if len(value) > limit:
@@ -394,6 +431,7 @@ class JobRun(models.Model):
         ``False``, and extends nothing, once the claim is no longer held.
         """
         db = self._state.db
+        assert db is not None, "a claimed run was saved, so it has a database"
         expires_at = database_now(db) + lease
         if not self._held_rows().update(expires_at=expires_at):
             return False

@@ -8,7 +8,9 @@ from ``DatabaseNow()``, never in Python from ``timezone.now()``.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from django.db import models
 from django.db.models import Case, Count, Q, Value, When
@@ -16,7 +18,10 @@ from django.utils.translation import gettext_lazy as _
 
 from jobclaims.clock import DatabaseNow
 from jobclaims.conf import jobclaims_settings
-from jobclaims.models import JobRun, JobRunQuerySet
+from jobclaims.models import JobRun, JobRunQuerySet, Skips
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 
 class State(models.TextChoices):
@@ -24,6 +29,22 @@ class State(models.TextChoices):
     EXPIRED = "expired", _("expired")
     SUCCEEDED = "succeeded", _("succeeded")
     FAILED = "failed", _("failed")
+
+
+class StateAnnotations(TypedDict):
+    """What ``with_state()`` annotates on each run."""
+
+    state: str
+    db_now: datetime.datetime
+
+
+class Listing(StateAnnotations, Skips):
+    """What a listing of claims shows beside the row: its state and its skips."""
+
+
+if TYPE_CHECKING:
+    #: A run as the admin and jobclaims_status list it.
+    ListedRun: TypeAlias = WithAnnotations[JobRun, Listing]
 
 
 #: What each state means, in words an operator reads next to its badge.

@@ -19,12 +19,15 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.test import TransactionTestCase
+
+if TYPE_CHECKING:
+    from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 
 _DATABASES_VARIABLE = "JOBCLAIMS_RACE_DATABASE_NAMES"
 _START_VARIABLE = "JOBCLAIMS_RACE_START_FD"
@@ -87,6 +90,7 @@ class Instance:
 
     def wait_ready(self) -> None:
         """Block until the process has set Django up and connected."""
+        assert self.process.stdout is not None, "started with stdout=PIPE"
         line = self.process.stdout.readline().rstrip("\n")
         if line != _READY:
             self.process.kill()
@@ -172,7 +176,8 @@ def child_environment() -> dict[str, str]:
     names = {}
     for alias in connections:
         connection = connections[alias]
-        if connection.vendor == "sqlite" and connection.is_in_memory_db():
+        # The vendor names SQLite's wrapper; the cast tells mypy so.
+        if connection.vendor == "sqlite" and cast("SQLiteWrapper", connection).is_in_memory_db():
             raise ImproperlyConfigured(
                 f"the {alias!r} database is an in-memory SQLite database, which "
                 "other processes cannot open; give it a file: set "

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import datetime
+from typing import TYPE_CHECKING, cast
 
 from jobclaims.clock import database_now
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, Skips
 from jobclaims.states import State
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 LEASE = datetime.timedelta(minutes=10)
 RUN_TIME = datetime.timedelta(seconds=95)
@@ -24,6 +28,15 @@ def claim_in_state(
     """Save a claim in ``state``; see ``claim_fields()`` for ``age``."""
     columns = claim_fields(state, job, window, database_now(), age)
     return JobRun.objects.create(**{**columns, **fields})
+
+
+def stored_with_skips() -> WithAnnotations[JobRun, Skips]:
+    """The one stored claim, with the skips ``with_skips()`` counts for it.
+
+    The cast names the annotation, which django-stubs does not carry through
+    JobRunQuerySet's own methods.
+    """
+    return cast("WithAnnotations[JobRun, Skips]", JobRun.objects.with_skips().get())
 
 
 def claim_fields(

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from io import StringIO
+from typing import IO
 
 from jobclaims.testing import InstanceResult, child_environment
 
@@ -42,19 +43,27 @@ class Racers:
     def race(self, *argv: str) -> list[InstanceResult]:
         """Run ``manage.py *argv`` in every racer at the same instant."""
         for process in self.processes:
-            process.stdin.write(json.dumps(argv) + "\n")
-            process.stdin.flush()
+            stdin, _ = _pipes(process)
+            stdin.write(json.dumps(argv) + "\n")
+            stdin.flush()
         for process in self.processes:
-            assert process.stdout.readline() == "ready\n"
+            assert _pipes(process)[1].readline() == "ready\n"
         os.write(self._trigger_write, b"x" * len(self.processes))
-        return [InstanceResult(**json.loads(p.stdout.readline())) for p in self.processes]
+        return [InstanceResult(**json.loads(_pipes(p)[1].readline())) for p in self.processes]
 
     def close(self) -> None:
         for process in self.processes:
-            process.stdin.close()
+            _pipes(process)[0].close()
             process.wait(timeout=30)
         os.close(self._trigger_read)
         os.close(self._trigger_write)
+
+
+def _pipes(process: subprocess.Popen[str]) -> tuple[IO[str], IO[str]]:
+    """A racer's stdin and stdout: it was started with both as pipes."""
+    assert process.stdin is not None
+    assert process.stdout is not None
+    return process.stdin, process.stdout
 
 
 def _serve() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
@@ -30,7 +31,7 @@ def staff(*codenames: str) -> User:
     return user
 
 
-def client_for(user: User, **kwargs: object) -> Client:
+def client_for(user: User, **kwargs: Any) -> Client:
     client = Client(**kwargs)
     client.force_login(user)
     return client
@@ -112,6 +113,7 @@ def test_each_expired_claim_is_recorded_in_the_history_with_who_did_it(operator,
     act(operator, "expire_claims", active, finished)
     entry = LogEntry.objects.get()
     assert (entry.object_id, entry.action_flag) == (str(active.pk), CHANGE)
+    assert isinstance(entry.user, User)  # django-stubs leaves LogEntry.user untyped
     assert entry.user.username == "staff-view_jobrun-change_jobrun"
     assert "Expired the lease by hand" in entry.get_change_message()
     history = operator.get(reverse("admin:jobclaims_jobrun_history", args=[active.pk]))

@@ -95,11 +95,12 @@ def background(browser: WebDriver, state: str) -> str:
 
 
 def stylesheet_loaded(browser: WebDriver, name: str) -> bool:
-    return browser.execute_script(
+    loaded: bool = browser.execute_script(
         "return [...document.styleSheets].some(sheet =>"
         "  (sheet.href || '').endsWith(arguments[0]) && sheet.cssRules.length > 0)",
         f"/{name}",
     )
+    return loaded
 
 
 def screenshot(browser: WebDriver, name: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
@@ -10,14 +11,22 @@ from django.test.utils import CaptureQueriesContext
 
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
+from tests.factories import stored_with_skips
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LEASE = datetime.timedelta(minutes=5)
 
 
-def claim(window: str = "2026-11-29", **kwargs) -> JobRun | None:
+def claim(window: str = "2026-11-29", **kwargs: Any) -> JobRun | None:
     return JobRun.objects.claim("charge", window, lease=kwargs.pop("lease", LEASE), **kwargs)
+
+
+def held(window: str = "2026-11-29", **kwargs: Any) -> JobRun:
+    """A claim the test goes on to use: refused, it fails the test here."""
+    run = claim(window, **kwargs)
+    assert run is not None, f"the claim of {window} was refused"
+    return run
 
 
 def test_first_claim_of_a_window_is_attempt_one_with_a_lease_from_the_database_clock():
@@ -38,12 +47,12 @@ def test_first_claim_of_a_window_is_attempt_one_with_a_lease_from_the_database_c
 
 def test_a_first_claim_and_its_release_take_three_statements_and_no_transaction():
     with CaptureQueriesContext(connection) as queries:
-        claim().release()
+        held().release()
     assert [query["sql"].split()[0] for query in queries] == ["SELECT", "INSERT", "UPDATE"]
 
 
 def test_second_claim_is_refused_while_the_lease_holds_and_changes_nothing():
-    run = claim()
+    run = held()
     assert claim() is None
     stored = JobRun.objects.get()
     assert (stored.token, stored.owner, stored.attempt) == (run.token, run.owner, 1)
@@ -58,10 +67,10 @@ def test_a_refused_claim_reads_then_records_its_skip_with_one_insert():
 
 
 def test_skips_are_counted_per_claim_with_the_time_of_the_last():
-    run = claim()
+    run = held()
     claim()
     claim()
-    stored = JobRun.objects.with_skips().get()
+    stored = stored_with_skips()
     assert stored.skips == 2
     last = JobSkip.objects.latest("skipped_at")
     assert stored.last_skipped_at == last.skipped_at
@@ -69,12 +78,12 @@ def test_skips_are_counted_per_claim_with_the_time_of_the_last():
 
 
 def test_a_takeover_starts_its_own_skip_count():
-    crashed = claim()
+    crashed = held()
     claim()
     JobRun.objects.filter(pk=crashed.pk).expire()
     claim()
-    assert JobRun.objects.with_skips().get().skips == 0
-    assert JobRun.objects.with_skips().get().last_skipped_at is None
+    assert stored_with_skips().skips == 0
+    assert stored_with_skips().last_skipped_at is None
 
 
 def test_skips_give_their_reason():
@@ -89,12 +98,12 @@ def test_skips_give_their_reason():
 
 
 def test_a_window_that_succeeded_is_not_run_again():
-    claim().release()
+    held().release()
     assert claim() is None
 
 
 def test_force_runs_a_succeeded_window_again_as_a_new_attempt():
-    first = claim()
+    first = held()
     first.release()
     again = claim(force=True)
     assert again is not None
@@ -109,7 +118,7 @@ def test_force_does_not_take_a_window_from_a_live_holder():
 
 
 def test_a_failed_window_is_retried_by_the_next_claim():
-    claim().release(JobRun.Status.FAILED, error="Traceback: boom")
+    held().release(JobRun.Status.FAILED, error="Traceback: boom")
     retry = claim()
     assert retry is not None
     assert retry.attempt == 2
@@ -117,7 +126,7 @@ def test_a_failed_window_is_retried_by_the_next_claim():
 
 
 def test_an_expired_claim_is_taken_over_and_the_old_holder_cannot_release_it():
-    crashed = claim()
+    crashed = held()
     assert JobRun.objects.filter(pk=crashed.pk).expire() == 1
     successor = claim()
     assert successor is not None
@@ -130,29 +139,30 @@ def test_an_expired_claim_is_taken_over_and_the_old_holder_cannot_release_it():
 
 
 def test_a_claim_is_released_once():
-    run = claim()
+    run = held()
     assert run.release() is True
     assert run.release(JobRun.Status.FAILED) is False
     assert JobRun.objects.get().status == JobRun.Status.SUCCEEDED
 
 
 def test_release_records_the_outcome_with_the_database_clock():
-    run = claim()
+    run = held()
     run.release(JobRun.Status.FAILED, error="Traceback: boom")
     stored = JobRun.objects.get()
     assert (stored.status, stored.error) == (JobRun.Status.FAILED, "Traceback: boom")
     assert run.finished_at == stored.finished_at
+    assert stored.finished_at is not None
     assert stored.claimed_at <= stored.finished_at <= database_now()
 
 
 def test_release_refuses_running_as_an_outcome():
-    run = claim()
+    run = held()
     with pytest.raises(ValueError, match="succeeded or failed"):
         run.release(JobRun.Status.RUNNING)
 
 
 def test_another_window_waits_while_the_job_is_held():
-    holder = claim("2026-11-29T08:00")
+    holder = held("2026-11-29T08:00")
     assert claim("2026-11-29T09:00") is None
     holder.release()
     assert claim("2026-11-29T09:00") is not None
@@ -164,7 +174,7 @@ def test_allow_overlap_lets_windows_of_one_job_run_together():
 
 
 def test_a_dead_holder_of_another_window_does_not_block_the_job():
-    dead = claim("2026-11-29T08:00")
+    dead = held("2026-11-29T08:00")
     JobRun.objects.filter(pk=dead.pk).expire()
     fresh = claim("2026-11-29T09:00")
     assert fresh is not None
@@ -179,9 +189,9 @@ def test_other_jobs_are_independent():
 
 def test_active_and_expired_are_judged_by_the_database_clock():
     live = claim("a")
-    dead = claim("b", allow_overlap=True)
+    dead = held("b", allow_overlap=True)
     JobRun.objects.filter(pk=dead.pk).expire()
-    done = claim("c", allow_overlap=True)
+    done = held("c", allow_overlap=True)
     done.release()
     assert list(JobRun.objects.active()) == [live]
     assert list(JobRun.objects.expired()) == [dead]
@@ -235,7 +245,7 @@ def fail_instead_of_waiting_for_locks():
 def test_a_contender_skips_a_window_another_session_is_taking_over(second_connection):
     if not connection.features.has_select_for_update_skip_locked:
         pytest.skip("SQLite has no row locks; the process races cover it")
-    crashed = claim()
+    crashed = held()
     JobRun.objects.filter(pk=crashed.pk).expire()
     fail_instead_of_waiting_for_locks()
     second_connection.set_autocommit(False)
@@ -246,4 +256,4 @@ def test_a_contender_skips_a_window_another_session_is_taking_over(second_connec
         )
         assert claim() is None
     second_connection.rollback()
-    assert claim().attempt == 2
+    assert held().attempt == 2

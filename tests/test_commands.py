@@ -46,6 +46,7 @@ def test_a_skip_exits_zero_and_says_the_window_already_succeeded():
 
 def test_a_skip_names_the_holder_and_when_its_lease_ends():
     holder = JobRun.objects.claim("charge_ledger", WINDOW, lease=datetime.timedelta(minutes=5))
+    assert holder is not None
     out, _, status = run_command("charge_ledger", "--window", WINDOW)
     assert status == 0
     assert f"held by {holder.owner} until " in out

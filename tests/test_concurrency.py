@@ -18,6 +18,7 @@ import pytest
 
 from jobclaims.models import JobRun
 from jobclaims.testing import Instance, StartingLine, race, start
+from tests.factories import stored_with_skips
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,7 +52,7 @@ def test_eight_instances_released_together_charge_once():
     results = race("charge_ledger", "--window", WINDOW, "--hold", "0.2", instances=8)
     assert outcomes(results) == {"ran": 1, "skipped": 7}, results
     assert Charge.objects.count() == 1
-    assert JobRun.objects.with_skips().get().skips == 7
+    assert stored_with_skips().skips == 7
 
 
 def test_two_windows_of_one_job_released_together_run_one():

@@ -26,6 +26,7 @@ SHORT = datetime.timedelta(seconds=5)
 
 def read_until(instance: Instance, text: str) -> None:
     """Read the instance's output up to the line containing ``text``."""
+    assert instance.process.stdout is not None, "started with stdout=PIPE"
     for line in instance.process.stdout:
         if text in line:
             return

@@ -134,7 +134,9 @@ def test_expire_ends_the_lease_of_the_jobs_active_claim(one_of_each):
     assert status == 0
     assert out == "Expired 1 claim of charge_invoices: its next run takes over.\n"
     assert states_of("charge_invoices")["2026-11-20"] == "expired"
-    assert JobRun.objects.claim("charge_invoices", "2026-11-20", lease=LEASE).attempt == 2
+    successor = JobRun.objects.claim("charge_invoices", "2026-11-20", lease=LEASE)
+    assert successor is not None
+    assert successor.attempt == 2
 
 
 def test_expire_with_a_window_leaves_the_jobs_other_claims_alone():
@@ -260,6 +262,7 @@ def test_prune_needs_an_age():
 
 def test_status_counts_the_instances_that_skipped_each_claim():
     run = JobRun.objects.claim("charge", "2026-11-29", lease=datetime.timedelta(minutes=5))
+    assert run is not None
     for _ in range(3):
         JobRun.objects.claim("charge", "2026-11-29", lease=datetime.timedelta(minutes=5))
     out, _, _ = run_command("jobclaims_status", "--json")

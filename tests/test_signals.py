@@ -35,6 +35,7 @@ def received():
 
 def test_a_claim_its_skip_and_its_outcome_are_signalled(received):
     run = JobRun.objects.claim("charge", "w", lease=LEASE)
+    assert run is not None
     JobRun.objects.claim("charge", "w", lease=LEASE)
     run.release()
     JobRun.objects.claim("charge", "w", lease=LEASE)
@@ -44,12 +45,14 @@ def test_a_claim_its_skip_and_its_outcome_are_signalled(received):
     assert received[1][1] == {"job": "charge", "window": "w", "reason": "held"}
     finished = received[2][1]
     assert finished["status"] == "succeeded"
+    assert run.finished_at is not None
     assert finished["duration"] == run.finished_at - run.claimed_at
     assert received[3][1]["reason"] == "succeeded"
 
 
 def test_a_takeover_is_signalled_with_the_status_it_replaced(received):
     crashed = JobRun.objects.claim("charge", "w", lease=LEASE)
+    assert crashed is not None
     JobRun.objects.filter(pk=crashed.pk).expire()
     successor = JobRun.objects.claim("charge", "w", lease=LEASE)
     assert received[-1] == ("claim_taken_over", {"run": successor, "previous_status": "running"})
@@ -67,6 +70,7 @@ def test_a_skip_for_another_windows_run_says_overlap(received):
 def test_log_records_carry_job_window_owner_and_attempt(caplog):
     with caplog.at_level(logging.INFO, logger="jobclaims"):
         run = JobRun.objects.claim("charge", "w", lease=LEASE)
+        assert run is not None
         JobRun.objects.claim("charge", "w", lease=LEASE)
         run.release(JobRun.Status.FAILED, error="boom")
     claimed, skipped, finished = caplog.records
