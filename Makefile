@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Each xdist worker gets its own test database.
 PYTEST_ARGS ?= -n auto
 
-.PHONY: demo test clean
+.PHONY: demo test lint matrix package clean
 
 demo: $(VENV)/.demo-installed
 	$(BIN)/python manage.py migrate --verbosity 0
@@ -17,13 +17,28 @@ test: $(VENV)/.test-installed
 	scripts/install-browser
 	scripts/test-databases $(BIN)/python $(PYTEST_ARGS)
 
+# ruff, then mypy with django-stubs, at the versions setup.cfg's lint extra pins.
+lint: $(VENV)/.test-installed
+	$(BIN)/python -m pip install --quiet -e ".[lint]"
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# Every supported Django on every Python it supports, on every database.
+matrix:
+	scripts/test-django-matrix
+
+# Build the sdist and wheel and run a job from the installed wheel.
+package:
+	scripts/check-package
+
 $(VENV)/.demo-installed: setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e . "django-environ>=0.11"
 	touch $@
 
-$(VENV)/.test-installed: $(VENV)/.demo-installed
+$(VENV)/.test-installed: $(VENV)/.demo-installed setup.cfg
 	scripts/install-database-headers
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@
