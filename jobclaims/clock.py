@@ -7,15 +7,20 @@ Hosts' own clocks drift and jump, so every moment a claim is compared with
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import NotSupportedError, connections
 from django.db.models import DateTimeField, Func
 from django.db.models.sql import Query
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
+
+
+#: SQLite has no datetime type; this is the format Django stores them in.
+_SQLITE_FORMAT = "%Y-%m-%d %H:%M:%f"
 
 
 class DatabaseNow(Func):
@@ -43,12 +48,34 @@ class DatabaseNow(Func):
     def as_sqlite(
         self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
     ) -> _AsSqlType:
-        return self.as_sql(
-            compiler,
-            connection,
-            template="STRFTIME('%%%%Y-%%%%m-%%%%d %%%%H:%%%%M:%%%%f', 'NOW')",
-            **extra_context,
+        # Escaped twice: once for the template, once for the query's params.
+        template = f"STRFTIME('{_SQLITE_FORMAT}', 'NOW')".replace("%", "%%%%")
+        return self.as_sql(compiler, connection, template=template, **extra_context)
+
+
+def lease_end_sql(
+    connection: BaseDatabaseWrapper,
+) -> tuple[str, Callable[[datetime.timedelta], object]]:
+    """SQL for the database's now plus a lease, and the lease as its parameter.
+
+    For statements written out in SQL (``jobclaims.sql``): the same clock
+    as ``DatabaseNow``, moved on by a lease passed as the one parameter.
+    """
+    if connection.vendor == "postgresql":
+        return "STATEMENT_TIMESTAMP() + %s", lambda lease: lease
+    if connection.vendor == "mysql":
+        microsecond = datetime.timedelta(microseconds=1)
+        return "UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND", lambda lease: lease // microsecond
+    if connection.vendor == "sqlite":
+        escaped = _SQLITE_FORMAT.replace("%", "%%")
+        return (
+            f"STRFTIME('{escaped}', 'NOW', %s)",
+            lambda lease: f"+{lease.total_seconds():.6f} seconds",
         )
+    raise NotSupportedError(
+        f"jobclaims keeps claims in PostgreSQL, MariaDB/MySQL or SQLite, not in "
+        f"{connection.vendor}; point JOBCLAIMS['DATABASE'] at one of those"
+    )
 
 
 def database_now(using: str = "default") -> datetime.datetime:
@@ -58,11 +85,19 @@ def database_now(using: str = "default") -> datetime.datetime:
     # editor compiles a field's db_default.
     compiler = Query(None).get_compiler(using=using)
     sql, params = compiler.compile(DatabaseNow())
-    value: datetime.datetime | str
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {sql}", params)
         (value,) = cursor.fetchone()
-    if isinstance(value, str):  # SQLite has no datetime type.
+    return as_utc(value)
+
+
+def as_utc(value: datetime.datetime | str) -> datetime.datetime:
+    """A datetime the database returned, as an aware UTC datetime.
+
+    PostgreSQL returns aware datetimes, MySQL naive ones in UTC (Django
+    stores UTC), and SQLite the text Django stored.
+    """
+    if isinstance(value, str):
         value = datetime.datetime.fromisoformat(value)
     if value.tzinfo is None:
         value = value.replace(tzinfo=datetime.timezone.utc)

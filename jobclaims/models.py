@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.db import IntegrityError, connections, models, transaction
-from django.db.models import Count, ExpressionWrapper, F, Max, OuterRef, Q, Subquery
+from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
@@ -19,8 +19,10 @@ from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost
 from jobclaims.owner import process_owner
+from jobclaims.sql import Rival, claim_statements
 
 if TYPE_CHECKING:
+    from django.db.backends.utils import CursorWrapper
     from django_stubs_ext import WithAnnotations
 
 
@@ -127,48 +129,53 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             schedule=schedule,
             owner=process_owner(),
             holds_job=None if allow_overlap else True,
-            claimed_at=DatabaseNow(),
-            expires_at=DatabaseNow() + lease,
         )
-        rivals = _rivals(new, force)
-        # A plain read first: it never waits on a lock, and most refusals
-        # (the window is held or done) end here, touching no claim row.
-        free = ExpressionWrapper(rivals.free, output_field=models.BooleanField())
-        rows = self.using(db).filter(rivals.contested).annotate(free=free)
-        seen = list(rows.values_list("window", "status", "free"))
-        blocking = [(row_window, status) for row_window, status, free in seen if not free]
-        if blocking:
-            self._skip(db, new, _skip_reason(window, blocking))
-            return None
-        run, previous_status = None, None
-        try:
-            if not seen:
-                # The window's first claim: there is no row to lock yet, so
-                # the unique constraints settle a race between instances.
-                with _savepoint_if_in_transaction(db):
-                    new.save(using=db, force_insert=True)
-                run = new
-            else:
-                window_exists = any(row_window == window for row_window, _, _ in seen)
-                run, previous_status = self._take_over(db, new, rivals, lease, force, window_exists)
-        except IntegrityError:
-            pass  # Another instance inserted first: the constraint decided.
-        if run is None:
-            self._skip(db, new, JobSkip.Reason.HELD)
-            return None
+        with connections[db].cursor() as cursor:
+            # A plain read first: it never waits on a lock, and most refusals
+            # (the window is held or done) end here, touching no claim row.
+            seen = claim_statements(db).rivals(cursor, new)
+            blocking = [rival for rival in seen if not _is_free(rival, window, force)]
+            if blocking:
+                self._skip(cursor, new, _skip_reason(window, blocking))
+                return None
+            try:
+                run, previous_status = self._take(cursor, new, seen, lease, force)
+            except IntegrityError:
+                # Another instance inserted first: the constraint decided.
+                run, previous_status = None, None
+            if run is None:
+                self._skip(cursor, new, JobSkip.Reason.HELD)
+                return None
         events.acquired(run, previous_status)
         return run
 
-    def _skip(self, db: str, new: JobRun, reason: str) -> None:
+    def _skip(self, cursor: CursorWrapper, new: JobRun, reason: str) -> None:
         """Record that this instance stepped aside, in one INSERT."""
-        JobSkip.objects.using(db).create(
-            job=new.job, window=new.window, owner=new.owner, reason=reason
-        )
+        claim_statements(cursor.db.alias).skip(cursor, new, reason)
         events.skipped(self.model, new.job, new.window, reason)
+
+    def _take(
+        self,
+        cursor: CursorWrapper,
+        new: JobRun,
+        seen: list[Rival],
+        lease: datetime.timedelta,
+        force: bool,
+    ) -> tuple[JobRun | None, str | None]:
+        """Insert the window's first claim, or take over the rows in its way."""
+        db = cursor.db.alias
+        if not seen:
+            # The window's first claim: there is no row to lock yet, so the
+            # unique constraints settle a race between instances.
+            with _savepoint_if_in_transaction(db):
+                claim_statements(db).insert(cursor, new, lease)
+            return new, None
+        window_exists = any(rival[0] == new.window for rival in seen)
+        return self._take_over(cursor, new, _rivals(new, force), lease, force, window_exists)
 
     def _take_over(
         self,
-        db: str,
+        cursor: CursorWrapper,
         new: JobRun,
         rivals: _Rivals,
         lease: datetime.timedelta,
@@ -182,6 +189,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         Every write is a compare-and-set that restates its condition, so a
         contender that read the same rows a moment earlier changes nothing.
         """
+        db = cursor.db.alias
         runs = self.using(db)
         with _row_lock_transaction(db):
             # Rows another contender has locked are skipped, not waited for:
@@ -203,7 +211,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             if current is None and window_exists:
                 return None, None  # Another contender is taking it over.
             if current is None:
-                new.save(using=db, force_insert=True)
+                claim_statements(db).insert(cursor, new, lease)
                 return new, None
             previous_status = current.status
             if not self._reassign(current, new, lease, force):
@@ -266,9 +274,19 @@ def _rivals(new: JobRun, force: bool) -> _Rivals:
     return _Rivals(contested=contested, free=free)
 
 
-def _skip_reason(window: str, blocking: list[tuple[str, str]]) -> str:
+def _is_free(rival: Rival, window: str, force: bool) -> bool:
+    """``_Rivals.free`` for a row already read: the same rule, in Python."""
+    row_window, status, lapsed = rival
+    if row_window != window:
+        return lapsed
+    if force and status == JobRun.Status.SUCCEEDED:
+        return True
+    return status == JobRun.Status.FAILED or (status == JobRun.Status.RUNNING and lapsed)
+
+
+def _skip_reason(window: str, blocking: list[Rival]) -> str:
     """Why the rows in the way refuse the claim, for signals and logs."""
-    for row_window, status in blocking:
+    for row_window, status, _lapsed in blocking:
         if row_window == window:
             if status == JobRun.Status.SUCCEEDED:
                 return JobSkip.Reason.SUCCEEDED
@@ -409,12 +427,10 @@ class JobRun(models.Model):
         """
         if status not in (self.Status.SUCCEEDED, self.Status.FAILED):
             raise ValueError(f"release() takes succeeded or failed, not {status!r}")
-        released = (
-            type(self)
-            .objects.using(self._state.db)
-            .filter(pk=self.pk, token=self.token, status=self.Status.RUNNING)
-            .update(status=status, error=error, holds_job=None, finished_at=DatabaseNow())
-        )
+        db = self._state.db
+        assert db is not None, "a claimed run was saved, so it has a database"
+        with connections[db].cursor() as cursor:
+            released = claim_statements(db).release(cursor, self, status, error)
         if not released:
             return False
         self.status, self.error, self.holds_job = status, error, None
