@@ -13,9 +13,10 @@ from typing import Any
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
-from django.db import connections, router
+from django.db import NotSupportedError, connections, router
 
 from jobclaims import conf
+from jobclaims.clock import lease_end_sql
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun
 
@@ -28,6 +29,7 @@ def register_checks() -> None:
     register(TAG)(check_use_tz)
     register(TAG)(check_claims_database_is_the_primary)
     register(TAG)(check_row_locks)
+    register(TAG)(check_claims_database_backend)
 
 
 def check_settings(
@@ -129,6 +131,28 @@ def check_row_locks(
             id="jobclaims.W001",
         )
     ]
+
+
+def check_claims_database_backend(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.E004: claims are written in PostgreSQL, MariaDB/MySQL or SQLite SQL."""
+    if not _concerns_jobclaims(app_configs) or conf.problems():
+        return []
+    alias = jobclaims_settings.claims_database(JobRun)
+    try:
+        lease_end_sql(connections[alias])
+    except NotSupportedError as unsupported:
+        return [
+            Error(
+                f"The {alias!r} database, which claims are written to, is "
+                f"{connections[alias].display_name}: {unsupported}",
+                hint="Keep claims in PostgreSQL, MariaDB/MySQL or SQLite, and set "
+                "JOBCLAIMS['DATABASE'] to its alias.",
+                id="jobclaims.E004",
+            )
+        ]
+    return []
 
 
 def _file_lock_hint(alias: str) -> str:

@@ -128,6 +128,7 @@ def test_claims_database_set_to_a_replica_is_error_e002_even_when_routed_there()
 def test_checks_that_need_the_settings_leave_a_bad_setting_to_e003():
     assert checks.check_claims_database_is_the_primary() == []
     assert checks.check_row_locks() == []
+    assert checks.check_claims_database_backend() == []
 
 
 def test_a_database_without_row_locks_is_warning_w001():
@@ -149,6 +150,17 @@ def test_w001_recommends_immediate_transactions_and_a_busy_timeout_until_both_ar
     [warning] = checks.check_row_locks()
     assert "OPTIONS" not in hint(warning)
     assert 'SILENCED_SYSTEM_CHECKS = ["jobclaims.W001"]' in hint(warning)
+
+
+def test_the_databases_jobclaims_is_tested_on_pass_e004():
+    assert checks.check_claims_database_backend() == []
+
+
+def test_a_database_jobclaims_has_no_sql_for_is_error_e004(monkeypatch):
+    monkeypatch.setattr(connection, "vendor", "oracle")
+    [error] = checks.check_claims_database_backend()
+    assert error.id == "jobclaims.E004"
+    assert "JOBCLAIMS['DATABASE']" in hint(error)
 
 
 def test_manage_py_check_passes_with_the_test_settings():

@@ -9,7 +9,6 @@ from django.db import NotSupportedError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobclaims.clock import lease_end_sql
 from jobclaims.models import JobRun, JobSkip
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -75,9 +74,11 @@ def test_where_an_insert_cannot_return_rows_the_claim_reads_its_stamps_back():
     assert run.release()
 
 
-def test_a_database_without_written_out_sql_is_refused_naming_the_fix(
+def test_a_claim_on_a_database_without_written_out_sql_is_refused_naming_the_fix(
     monkeypatch: pytest.MonkeyPatch,
 ):
     monkeypatch.setattr(connection, "vendor", "oracle")
     with pytest.raises(NotSupportedError, match=r"JOBCLAIMS\['DATABASE'\]"):
-        lease_end_sql(connection)
+        JobRun.objects.claim("charge", "2026-11-29", lease=LEASE)
+    monkeypatch.undo()
+    assert not JobRun.objects.exists()
