@@ -119,13 +119,18 @@ def race(processes: int, *, rounds: int, controls: int) -> dict[str, Any]:
     for them to wait on. Their latency is what the load of ``processes``
     simultaneous claims costs on this machine; losers slower than that
     waited for something else: the winner.
+
+    Each latency is also given without the time the claim's threads spent
+    queued for a CPU (``None`` where a worker could not read it): on a
+    machine with fewer CPUs than workers, that is the part of the latency
+    the load causes, and what is left is the claim's own work and waits.
     """
     winners: list[int] = []
-    losers: list[int] = []
+    losers: list[dict[str, Any]] = []
     paths: Counter[str] = Counter()
     blocked: list[int] = []
     skips: list[int] = []
-    control: list[int] = []
+    control: list[dict[str, Any]] = []
     with Workers(processes, rounds + controls) as workers:
         for number in range(rounds):
             window = f"race-{processes}-{number}"
@@ -134,7 +139,7 @@ def race(processes: int, *, rounds: int, controls: int) -> dict[str, Any]:
             winners.append(sum(result["won"] for result in results))
             for result in results:
                 if not result["won"]:
-                    losers.append(result["ns"])
+                    losers.append(result)
                     verbs = [verb for verb, _ in result["sent"]]
                     paths[" ".join(verbs)] += 1
                     inserts = [took for verb, took in result["sent"] if verb == "INSERT"]
@@ -150,18 +155,27 @@ def race(processes: int, *, rounds: int, controls: int) -> dict[str, Any]:
             results, _ = workers.run_round([order] * processes)
             if held is None or any(result["won"] for result in results):
                 raise RuntimeError(f"a claim of the held window {window} was granted")
-            control += [result["ns"] for result in results]
+            control += results
             held.release()
     return {
         "processes": processes,
         "rounds": rounds,
         "winners_per_round": winners,
-        "losers": Samples.of_nanoseconds(losers),
+        "losers": Samples.of_nanoseconds([loser["ns"] for loser in losers]),
+        "losers_excluding_queue": _excluding_queue(losers),
         "loser_statements": dict(paths.most_common()),
         "blocked_inserts": Samples.of_nanoseconds(blocked),
         "skip_inserts": Samples.of_nanoseconds(skips),
-        "control": Samples.of_nanoseconds(control),
+        "control": Samples.of_nanoseconds([result["ns"] for result in control]),
+        "control_excluding_queue": _excluding_queue(control),
     }
+
+
+def _excluding_queue(results: list[dict[str, Any]]) -> Samples | None:
+    """The claims' latencies less their threads' run-queue waits, if all are known."""
+    if any(result["unqueued_ns"] is None for result in results):
+        return None
+    return Samples.of_nanoseconds([result["unqueued_ns"] for result in results])
 
 
 def _release_round(window: str) -> None:

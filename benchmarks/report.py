@@ -15,9 +15,10 @@ def table(results: dict[str, Any]) -> str:
     lines = _heading(results)
     lines += _uncontended(results)
     lines += _contention(results)
-    lines += _history(results["history"])
-    lines += _prune(results["prune"])
-    lines += _throughput(results["throughput"])
+    # A --contention-only run has none of these.
+    for name, section in (("history", _history), ("prune", _prune), ("throughput", _throughput)):
+        if name in results:
+            lines += section(results[name])
     lines += _targets(results["targets"])
     steps = ", ".join(f"{name} {seconds:g} s" for name, seconds in results["step_seconds"].items())
     lines.append(f"\nSteps: {steps}")
@@ -39,7 +40,9 @@ def _heading(results: dict[str, Any]) -> list[str]:
     ]
 
 
-def _row(label: str, samples: dict[str, Any]) -> str:
+def _row(label: str, samples: dict[str, Any] | None) -> str:
+    if samples is None:
+        return f"   {label:<50}{'unavailable':>24}"
     return f"   {label:<50}{samples['median_us']:>12,.1f}{samples['p99_us']:>12,.1f}"
 
 
@@ -59,6 +62,8 @@ def _uncontended(results: dict[str, Any]) -> list[str]:
         _row("raw claim + raw release (UPDATE)", floor["claim_and_release"]),
         "2. claim() + release(), one process, a new window each time",
         _row("claim()", claim["claim"]),
+        _row("claim(), excluding CPU queueing", claim["claim_excluding_queue"]),
+        _row("CPU queueing during claim(), client + server thread", claim["claim_queued"]),
         _row("claim() + release()", claim["claim_and_release"]),
         f"   SQL statements per cycle (CaptureQueriesContext): {claim['statements']}: "
         + " ".join(claim["sequence"]),
@@ -72,18 +77,14 @@ def _uncontended(results: dict[str, Any]) -> list[str]:
 def _contention(results: dict[str, Any]) -> list[str]:
     lines = [
         "3. Contention: K processes claim one window at the same instant",
-        "   K  winners/round  loser p50 us  loser p99 us  p50/claim  p99/claim"
-        "  control p99 us  p99/control",
+        f"   {'K':<4}{'winners/round':<15}{'':<14}{'loser p50 us':>13}{'loser p99 us':>14}"
+        f"{'p50/claim':>11}{'p99/claim':>11}{'control p99 us':>16}{'p99/control':>13}",
     ]
     for race in results["contention"]:
-        winners = sorted(set(race["winners_per_round"]))
-        losers, control = race["losers"], race["control"]
-        lines.append(
-            f"   {race['processes']:<3}{'/'.join(map(str, winners)):>8} x{race['rounds']:<5}"
-            f"{losers['median_us']:>13,.0f}{losers['p99_us']:>14,.0f}"
-            f"{race['loser_p50_ratio']:>10}x{race['loser_p99_ratio']:>10}x"
-            f"{control['p99_us']:>16,.0f}{race['loser_p99_to_control_p99']:>12}x"
-        )
+        winners = "/".join(map(str, sorted(set(race["winners_per_round"]))))
+        rounds = f"{winners} x{race['rounds']}"
+        lines.append(f"   {race['processes']:<4}{rounds:<15}" + _race_row("wall clock", race, ""))
+        lines.append(f"   {'':<19}" + _race_row("no CPU queue", race, "_excluding_queue"))
     lines.append("   losers' statements (how many losers sent them):")
     for race in results["contention"]:
         paths = "; ".join(f"{path}: {count}" for path, count in race["loser_statements"].items())
@@ -101,7 +102,24 @@ def _contention(results: dict[str, Any]) -> list[str]:
         "   control: the same K processes released at once on a window already held"
         " (all refused, no winner to wait for)"
     )
+    lines.append(
+        "   no CPU queue: each claim less the time its client and server threads waited for"
+        " a CPU (/proc schedstat), over the uncontended claim measured the same way"
+    )
     return lines
+
+
+def _race_row(label: str, race: dict[str, Any], suffix: str) -> str:
+    """The race's losers measured one way: their latencies, and the ratios."""
+    losers, control = race["losers" + suffix], race["control" + suffix]
+    if losers is None:
+        return f"{label:<14}{'unavailable':>13}"
+    ratios = [race[name + suffix] for name in ("loser_p50_ratio", "loser_p99_ratio")]
+    return (
+        f"{label:<14}{losers['median_us']:>13,.0f}{losers['p99_us']:>14,.0f}"
+        f"{ratios[0]:>10.2f}x{ratios[1]:>10.2f}x"
+        f"{control['p99_us']:>16,.0f}{race['loser_p99_to_control_p99' + suffix]:>12.2f}x"
+    )
 
 
 def _brief(samples: dict[str, Any] | None) -> str:
@@ -159,10 +177,13 @@ def _throughput(throughput: dict[str, Any]) -> list[str]:
 
 
 def _targets(targets: list[dict[str, Any]]) -> list[str]:
-    lines = ["", f"{'Targets':<53}{'figure':>10}  {'target':<11}met"]
+    width = max(len(target["target"]) for target in targets)
+    lines = ["", f"{'Targets':<{width + 3}}{'figure':>12}  {'target':<11}met"]
     for target in targets:
         met = {True: "yes", False: "MISSED", None: "(not judged here)"}[target["met"]]
+        figure = "unavailable" if target["figure"] is None else target["figure"]
+        beside = f" ({target['beside']})" if target["beside"] else ""
         lines.append(
-            f"   {target['target']:<50}{target['figure']:>10}  {target['wanted']:<11}{met}"
+            f"   {target['target']:<{width}}{figure:>12}  {target['wanted']:<11}{met}{beside}"
         )
     return lines

@@ -11,6 +11,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
 from benchmarks.floor import RawCycles
+from benchmarks.runqueue import RunQueue
 from benchmarks.timing import Timings, interleaved, round_trips
 from jobclaims.models import JobRun
 
@@ -27,25 +28,36 @@ class ClaimCycles:
     claim per tick, on a window nobody has claimed yet. Each cycle reports
     its wall-clock time and the CPU time this process spent in it: the
     client's own work, which a busy machine stretches in wall-clock time.
+    Where the run queues can be read, it also reports how long the claim's
+    two threads waited for a CPU, and the claim's time without that wait:
+    the races' losers are compared with it, measured the same way. (The
+    readings add a few microseconds to the claim's time.)
     """
 
     def __init__(self, job: str):
+        from django.db import connection  # The one claim() runs on.
+
         self.job = job
+        self._queue = RunQueue(connection)
 
     def claim_and_release(self) -> dict[str, int]:
         window = f"w-{next(_windows)}"
-        start, cpu = perf_counter_ns(), thread_time_ns()
-        run = JobRun.objects.claim(self.job, window, lease=LEASE)
-        claimed = perf_counter_ns()
+        cpu = thread_time_ns()
+        with self._queue.timed() as claim:
+            run = JobRun.objects.claim(self.job, window, lease=LEASE)
         if run is None:
             raise RuntimeError(f"the claim of the new window {window} was refused")
         if not run.release():
             raise RuntimeError(f"the release of {run} changed no row")
-        return {
-            "claim": claimed - start,
-            "cycle": perf_counter_ns() - start,
+        took = {
+            "claim": claim.wall,
+            "cycle": perf_counter_ns() - claim.start,
             "cpu": thread_time_ns() - cpu,
         }
+        if claim.excluding_queue is not None:
+            took["queued"] = claim.wall - claim.excluding_queue
+            took["claim_excluding_queue"] = claim.excluding_queue
+        return took
 
 
 def claim_against_floor(
