@@ -147,3 +147,12 @@ def _questions(connection: BaseDatabaseWrapper) -> int:
     with connection.connection.cursor() as cursor:
         cursor.execute("SHOW SESSION STATUS LIKE 'Questions'")
         return int(cursor.fetchone()[1])
+
+
+def verb(sql: str) -> str:
+    """What a statement does: its first word, and MariaDB's
+    ``SET STATEMENT x = y FOR INSERT ...`` is an INSERT."""
+    words = sql.split(None, 1)
+    if words[0].upper() == "SET" and " FOR " in sql:
+        return verb(sql.split(" FOR ", 1)[1])
+    return words[0].upper()

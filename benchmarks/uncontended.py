@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from benchmarks.floor import RawCycles
 from benchmarks.runqueue import RunQueue
-from benchmarks.timing import Timings, interleaved, round_trips
+from benchmarks.timing import Timings, interleaved, round_trips, verb
 from jobclaims.models import JobRun
 
 LEASE = datetime.timedelta(minutes=10)
@@ -99,7 +99,7 @@ def statements_per_cycle(connection: BaseDatabaseWrapper, claims: ClaimCycles) -
         claims.claim_and_release()
     return {
         "statements": len(captured),
-        "sequence": [query["sql"].split(None, 1)[0].upper() for query in captured],
+        "sequence": [verb(query["sql"]) for query in captured],
         "round_trips": claim_trips(),
         "floor_round_trips": floor_trips(),
     }

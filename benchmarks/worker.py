@@ -18,6 +18,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from benchmarks.runqueue import RunQueue
+from benchmarks.timing import verb
 
 READY = "ready"
 
@@ -79,7 +80,7 @@ def _claim(job: str, window: str) -> dict[str, Any]:
         try:
             return execute(sql, params, many, context)
         finally:
-            sent.append((sql.split(None, 1)[0].upper(), perf_counter_ns() - began))
+            sent.append((verb(sql), perf_counter_ns() - began))
 
     with connection.execute_wrapper(timed), _run_queue().timed() as took:
         run = JobRun.objects.claim(job, window, lease=LEASE)

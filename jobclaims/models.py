@@ -121,7 +121,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         Claim outside any transaction, and run the job after this returns: a
         claim that has not committed is invisible to the other instances.
         """
-        self.model.validate_claim(job, window, lease)
+        self.model.validate_claim(job, window, lease, schedule)
         db = jobclaims_settings.claims_database(self.model)
         new = self.model(
             job=job,
@@ -130,24 +130,42 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             owner=process_owner(),
             holds_job=None if allow_overlap else True,
         )
+        statements = claim_statements(db)
+        run: JobRun | None
         with connections[db].cursor() as cursor:
-            # A plain read first: it never waits on a lock, and most refusals
-            # (the window is held or done) end here, touching no claim row.
-            seen = claim_statements(db).rivals(cursor, new)
-            blocking = [rival for rival in seen if not _is_free(rival, window, force)]
-            if blocking:
-                self._skip(cursor, new, _skip_reason(window, blocking))
-                return None
-            try:
-                run, previous_status = self._take(cursor, new, seen, lease, force)
-            except IntegrityError:
-                # Another instance inserted first: the constraint decided.
-                run, previous_status = None, None
-            if run is None:
-                self._skip(cursor, new, JobSkip.Reason.HELD)
-                return None
+            # Most claims are of a new window: one INSERT settles them.
+            if statements.can_insert_first(cursor) and statements.insert_unless_taken(
+                cursor, new, lease
+            ):
+                run, previous_status = new, None
+            else:
+                run, previous_status = self._contend(cursor, new, lease, force)
+        if run is None:
+            return None
         events.acquired(run, previous_status)
         return run
+
+    def _contend(
+        self, cursor: CursorWrapper, new: JobRun, lease: datetime.timedelta, force: bool
+    ) -> tuple[JobRun | None, str | None]:
+        """Claim past the rows in the way, or record a skip and return ``None``s.
+
+        A plain read first: it never waits on a lock, and most refusals (the
+        window is held or done) end here, touching no claim row.
+        """
+        seen = claim_statements(cursor.db.alias).rivals(cursor, new)
+        blocking = [rival for rival in seen if not _is_free(rival, new.window, force)]
+        if blocking:
+            self._skip(cursor, new, _skip_reason(new.window, blocking))
+            return None, None
+        try:
+            run, previous_status = self._take(cursor, new, seen, lease, force)
+        except IntegrityError:
+            # Another instance inserted first: the constraint decided.
+            run, previous_status = None, None
+        if run is None:
+            self._skip(cursor, new, JobSkip.Reason.HELD)
+        return run, previous_status
 
     def _skip(self, cursor: CursorWrapper, new: JobRun, reason: str) -> None:
         """Record that this instance stepped aside, in one INSERT."""
@@ -401,15 +419,21 @@ class JobRun(models.Model):
         return f"{self.job} {self.window}"
 
     @classmethod
-    def validate_claim(cls, job: str, window: str, lease: datetime.timedelta) -> None:
-        """Refuse a claim that the table could not store, naming the fix."""
-        for name, value in (("job", job), ("window", window)):
+    def validate_claim(
+        cls, job: str, window: str, lease: datetime.timedelta, schedule: str = ""
+    ) -> None:
+        """Refuse a claim that the table could not store, naming the fix.
+
+        Checked here, before any statement: MariaDB's ``INSERT IGNORE``
+        would cut an overlong value short instead of refusing it.
+        """
+        for name, value in (("job", job), ("window", window), ("schedule", schedule)):
             field = cls._meta.get_field(name)
-            # job and window are CharFields: each has a max_length.
+            # job, window and schedule are CharFields: each has a max_length.
             assert isinstance(field, models.CharField)
             assert field.max_length is not None
             limit = field.max_length
-            if not value:
+            if not value and not field.blank:
                 raise ValueError(f"a claim needs a {name} name")
             if len(value) > limit:
                 raise ValueError(

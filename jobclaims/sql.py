@@ -1,12 +1,12 @@
 """The statements every claim sends, written out in each backend's SQL.
 
-Every scheduled run reads the rows in its window's way, inserts its claim
-and releases it, on every server, for the life of a project; every instance
-that steps aside reads and records its skip. Built by the ORM on each call,
-those statements cost the client more CPU than the database needs to run
-them (docs/performance.md). Written out once per backend, from the models'
-own table and column names and the clock of ``DatabaseNow``, they cost what
-the driver costs. Everything rarer (takeovers, renewals, fenced blocks, the
+Every scheduled run inserts its claim and releases it, on every server, for
+the life of a project, and every instance that steps aside reads the rows in
+its way and records its skip. Built by the ORM on each call, those
+statements cost the client more CPU than the database needs to run them
+(docs/performance.md). Written out once per backend, from the models' own
+table and column names and the clock of ``DatabaseNow``, they cost what the
+driver costs. Everything rarer (takeovers, renewals, fenced blocks, the
 admin) goes through the ORM.
 """
 
@@ -16,7 +16,7 @@ import datetime
 import functools
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import OperationalError, connections
 from django.db.models.sql import Query
 
 from jobclaims.clock import DatabaseNow, as_utc, lease_end_sql
@@ -31,6 +31,16 @@ if TYPE_CHECKING:
 Rival = tuple[str, str, bool]
 
 
+def claim_statements(alias: str) -> ClaimStatements:
+    """The statements for the database ``alias``, written on first use."""
+    return _written(alias, connections[alias].vendor)
+
+
+@functools.cache
+def _written(alias: str, vendor: str) -> ClaimStatements:
+    return ClaimStatements(connections[alias])
+
+
 class ClaimStatements:
     """One backend's claim statements, each a single round trip."""
 
@@ -41,6 +51,22 @@ class ClaimStatements:
         lease_end, self._lease_param = lease_end_sql(connection)
         self._token = JobRun._meta.get_field("token")
         run, skip = _Table(connection, JobRun), _Table(connection, JobSkip)
+
+        written = run.names("job", "window", "schedule", "owner", "token", "holds_job")
+        stamped = run.names("status", "attempt", "error", "claimed_at", "expires_at")
+        columns = f"{run} ({written}, {stamped})"
+        values = f"%s, %s, %s, %s, %s, %s, %s, 1, '', {now}, {lease_end}"
+        key_and_stamps = run.names("id", "claimed_at", "expires_at")
+        self._returning = f" RETURNING {key_and_stamps}"
+        self._insert_unless_taken = _insert_unless_taken(
+            connection.vendor, columns, values, self._returning
+        )
+        self._insert_run = f"INSERT INTO {columns} VALUES ({values})"
+        self._read_back = (
+            f"SELECT {key_and_stamps} FROM {run} "
+            f"WHERE {run['job']} = %s AND {run['window']} = %s AND {run['token']} = %s"
+        )
+
         self._window_rows = (
             f"SELECT {run['window']}, {run['status']}, {run['expires_at']} <= {now} "
             f"FROM {run} WHERE ({run['job']} = %s AND {run['window']} = %s)"
@@ -48,18 +74,6 @@ class ClaimStatements:
         # Each side of the OR is a lookup on one of the two unique indexes.
         self._window_and_holder_rows = (
             f"{self._window_rows} OR ({run['job']} = %s AND {run['holds_job']} IS NOT NULL)"
-        )
-        written = run.names("job", "window", "schedule", "owner", "token", "holds_job")
-        self._insert_run = (
-            f"INSERT INTO {run} ({written}, {run.names('status', 'attempt', 'error')}, "
-            f"{run.names('claimed_at', 'expires_at')}) "
-            f"VALUES (%s, %s, %s, %s, %s, %s, %s, 1, '', {now}, {lease_end})"
-        )
-        key_and_stamps = run.names("id", "claimed_at", "expires_at")
-        self._returning = f" RETURNING {key_and_stamps}"
-        self._read_back = (
-            f"SELECT {key_and_stamps} FROM {run} "
-            f"WHERE {run['job']} = %s AND {run['window']} = %s AND {run['token']} = %s"
         )
         self._insert_skip = (
             f"INSERT INTO {skip} ({skip.names('job', 'window', 'owner', 'reason', 'skipped_at')})"
@@ -70,6 +84,41 @@ class ClaimStatements:
             f"{run['holds_job']} = NULL, {run['finished_at']} = {now} "
             f"WHERE {run['id']} = %s AND {run['token']} = %s AND {run['status']} = %s"
         )
+
+    def can_insert_first(self, cursor: CursorWrapper) -> bool:
+        """Whether ``insert_unless_taken()`` may be tried on this connection.
+
+        Outside a transaction only: PostgreSQL's lock timeout would last to
+        the end of the caller's transaction.
+        """
+        connection = cursor.db
+        return connection.features.can_return_columns_from_insert and not (
+            connection.in_atomic_block
+        )
+
+    def insert_unless_taken(
+        self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta
+    ) -> bool:
+        """Insert ``run`` unless a row stands in its way, waiting on no lock.
+
+        Most claims are of a window nobody has claimed yet, and this settles
+        them in one statement. ``False`` means a row holds the window or the
+        job, or another transaction is writing one right now (a first claim,
+        a takeover, a fenced block): the caller then reads what has committed
+        and decides, rather than wait for that transaction to end.
+        """
+        params = self._insert_params(cursor, run, lease)
+        try:
+            cursor.execute(self._insert_unless_taken, params)
+        except OperationalError as error:
+            if _waited(error):
+                return False
+            raise
+        row = cursor.fetchone()
+        if row is None:
+            return False
+        self._load(cursor, run, row)
+        return True
 
     def rivals(self, cursor: CursorWrapper, run: JobRun) -> list[Rival]:
         """The window's row and, unless ``run`` may overlap, the job's holder."""
@@ -82,17 +131,14 @@ class ClaimStatements:
     def insert(self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta) -> None:
         """Insert ``run``, stamped by the database's clock, and load its key
         and stamps; ``IntegrityError`` when a unique constraint is taken."""
-        token = self._token.get_db_prep_value(run.token, cursor.db)
-        written = [run.job, run.window, run.schedule, run.owner, token, run.holds_job]
-        params = [*written, str(run.status), self._lease_param(lease)]
+        params = self._insert_params(cursor, run, lease)
         if cursor.db.features.can_return_columns_from_insert:
             cursor.execute(self._insert_run + self._returning, params)
         else:  # MySQL, and SQLite before 3.35: read the row back.
             cursor.execute(self._insert_run, params)
+            token = self._token.get_db_prep_value(run.token, cursor.db)
             cursor.execute(self._read_back, [run.job, run.window, token])
-        run.pk, claimed_at, expires_at = cursor.fetchone()
-        run.claimed_at, run.expires_at = as_utc(claimed_at), as_utc(expires_at)
-        run._state.adding, run._state.db = False, cursor.db.alias
+        self._load(cursor, run, cursor.fetchone())
 
     def skip(self, cursor: CursorWrapper, run: JobRun, reason: str) -> None:
         """Record that ``run``'s would-be holder stepped aside, and why."""
@@ -104,6 +150,50 @@ class ClaimStatements:
         running = str(run.Status.RUNNING)
         cursor.execute(self._release, [str(status), error, run.pk, token, running])
         return bool(cursor.rowcount == 1)
+
+    def _insert_params(
+        self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta
+    ) -> list[Any]:
+        token = self._token.get_db_prep_value(run.token, cursor.db)
+        written = [run.job, run.window, run.schedule, run.owner, token, run.holds_job]
+        return [*written, str(run.status), self._lease_param(lease)]
+
+    def _load(self, cursor: CursorWrapper, run: JobRun, row: tuple[Any, ...]) -> None:
+        """Give ``run`` the key and clock stamps its INSERT stored."""
+        run.pk, claimed_at, expires_at = row
+        run.claimed_at, run.expires_at = as_utc(claimed_at), as_utc(expires_at)
+        run._state.adding, run._state.db = False, cursor.db.alias
+
+
+def _insert_unless_taken(vendor: str, columns: str, values: str, returning: str) -> str:
+    """An INSERT that does nothing where a unique key is taken, and fails
+    at once, rather than wait, where another transaction holds that key."""
+    if vendor == "postgresql":
+        # The lock timeout is set for this statement's own transaction, and
+        # evaluated before the insert checks the keys. 1 ms: 0 turns it off.
+        no_wait = "(SELECT set_config('lock_timeout', '1', true)) AS no_wait"
+        return (
+            f"INSERT INTO {columns} SELECT {values} FROM {no_wait} "
+            f"ON CONFLICT DO NOTHING{returning}"
+        )
+    if vendor == "mysql":
+        # MariaDB's per-statement setting; MySQL, which lacks it, also lacks
+        # INSERT ... RETURNING, so it never sends this.
+        return (
+            "SET STATEMENT innodb_lock_wait_timeout = 0 FOR "
+            f"INSERT IGNORE INTO {columns} VALUES ({values}){returning}"
+        )
+    # SQLite has no row locks: its writers take turns on the file's lock.
+    return f"INSERT OR IGNORE INTO {columns} VALUES ({values}){returning}"
+
+
+def _waited(error: OperationalError) -> bool:
+    """Whether ``error`` ended a statement that would have waited on a lock."""
+    cause = error.__cause__
+    # PostgreSQL's lock_not_available (psycopg, then psycopg2), and MariaDB's
+    # ER_LOCK_WAIT_TIMEOUT.
+    code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    return code == "55P03" or (cause is not None and cause.args[:1] == (1205,))
 
 
 class _Table:
@@ -121,13 +211,3 @@ class _Table:
 
     def names(self, *fields: str) -> str:
         return ", ".join(self[field] for field in fields)
-
-
-def claim_statements(alias: str) -> ClaimStatements:
-    """The statements for the database ``alias``, written on first use."""
-    return _written(alias, connections[alias].vendor)
-
-
-@functools.cache
-def _written(alias: str, vendor: str) -> ClaimStatements:
-    return ClaimStatements(connections[alias])

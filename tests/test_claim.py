@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 import pytest
@@ -45,10 +46,24 @@ def test_first_claim_of_a_window_is_attempt_one_with_a_lease_from_the_database_c
     assert JobRun.objects.get() == run
 
 
-def test_a_first_claim_and_its_release_take_three_statements_and_no_transaction():
+def statements(queries: CaptureQueriesContext) -> list[str]:
+    """The verb of each statement; MariaDB's "SET STATEMENT x FOR INSERT" is an INSERT."""
+    return [re.sub(r"^SET STATEMENT .+? FOR ", "", query["sql"]).split()[0] for query in queries]
+
+
+def test_a_first_claim_and_its_release_take_two_statements_and_no_transaction():
     with CaptureQueriesContext(connection) as queries:
         held().release()
-    assert [query["sql"].split()[0] for query in queries] == ["SELECT", "INSERT", "UPDATE"]
+    if connection.features.can_return_columns_from_insert:
+        assert statements(queries) == ["INSERT", "UPDATE"]
+    else:  # MySQL: the INSERT cannot return the claim's key and clock stamps.
+        assert statements(queries) == ["SELECT", "INSERT", "SELECT", "UPDATE"]
+
+
+def test_a_first_claim_inside_a_transaction_reads_first():
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        held()
+    assert statements(queries)[:2] == ["SELECT", "SAVEPOINT"]
 
 
 def test_second_claim_is_refused_while_the_lease_holds_and_changes_nothing():
@@ -58,12 +73,17 @@ def test_second_claim_is_refused_while_the_lease_holds_and_changes_nothing():
     assert (stored.token, stored.owner, stored.attempt) == (run.token, run.owner, 1)
 
 
-def test_a_refused_claim_reads_then_records_its_skip_with_one_insert():
+def test_a_refused_claim_writes_no_claim_row_and_records_its_skip_with_one_insert():
     claim()
     with CaptureQueriesContext(connection) as queries:
         assert claim() is None
-    assert [query["sql"].split()[0] for query in queries] == ["SELECT", "INSERT"]
-    assert "jobclaims_jobskip" in queries[1]["sql"]
+    if connection.features.can_return_columns_from_insert:
+        # The INSERT that claims a new window does nothing on a taken one.
+        assert statements(queries) == ["INSERT", "SELECT", "INSERT"]
+    else:
+        assert statements(queries) == ["SELECT", "INSERT"]
+    assert "jobclaims_jobskip" in queries[-1]["sql"]
+    assert JobRun.objects.get().attempt == 1
 
 
 def test_skips_are_counted_per_claim_with_the_time_of_the_last():
@@ -216,6 +236,12 @@ def test_bad_input_is_refused_before_anything_is_written(job, window, lease, mes
     assert not JobRun.objects.exists()
 
 
+def test_an_overlong_schedule_is_refused_rather_than_cut_short():
+    with pytest.raises(ValueError, match="shorten it to at most 32"):
+        claim(schedule="every " + "9" * 40 + " seconds")
+    assert not JobRun.objects.exists()
+
+
 def test_a_claim_inside_a_failing_transaction_leaves_the_outer_one_usable():
     claim()
     with transaction.atomic():
@@ -233,26 +259,75 @@ def second_connection():
     other.close()
 
 
-def fail_instead_of_waiting_for_locks():
-    """Make any lock wait in this session an error, so the test cannot hang."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SET lock_timeout = '2s'")
-        else:
-            cursor.execute("SET SESSION innodb_lock_wait_timeout = 2")
+@pytest.fixture
+def no_waiting():
+    """Make any statement of this session that waits 2 s fail the test.
 
-
-def test_a_contender_skips_a_window_another_session_is_taking_over(second_connection):
+    A statement timeout, not a lock timeout: claim() answers a lock
+    timeout by reading instead, which would hide the wait.
+    """
     if not connection.features.has_select_for_update_skip_locked:
         pytest.skip("SQLite has no row locks; the process races cover it")
-    crashed = held()
-    JobRun.objects.filter(pk=crashed.pk).expire()
-    fail_instead_of_waiting_for_locks()
+    limit = {
+        "postgresql": ("statement_timeout", "'2s'", "DEFAULT"),
+        "mysql": ("max_statement_time", "2", "DEFAULT"),
+    }
+    variable, seconds, default = limit[connection.vendor]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET SESSION {variable} = {seconds}")
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET SESSION {variable} = {default}")
+
+
+def lock_timeout() -> str:
+    """This session's own lock timeout, which a claim must leave as it was."""
+    query = (
+        "SHOW lock_timeout"
+        if connection.vendor == "postgresql"
+        else "SELECT @@innodb_lock_wait_timeout"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(query)
+        return str(cursor.fetchone()[0])
+
+
+@pytest.mark.usefixtures("no_waiting")
+def test_a_claim_leaves_the_sessions_lock_timeout_as_it_was():
+    before = lock_timeout()
+    held("08:00", allow_overlap=True)
+    assert claim("08:00") is None
+    with transaction.atomic():
+        held("09:00", allow_overlap=True)
+        assert lock_timeout() == before
+    assert lock_timeout() == before
+
+
+@pytest.mark.usefixtures("no_waiting")
+def test_a_contender_skips_at_once_while_the_holder_writes_in_a_fenced_block(second_connection):
+    run = held()
     second_connection.set_autocommit(False)
     with second_connection.cursor() as cursor:
+        # What run.fenced() sends as it enters, in the holder's session.
         cursor.execute(
-            f"SELECT id FROM {JobRun._meta.db_table} WHERE id = %s FOR UPDATE",
-            [crashed.pk],
+            f"UPDATE {JobRun._meta.db_table} SET status = status WHERE id = %s", [run.pk]
+        )
+        assert claim() is None
+    second_connection.rollback()
+    assert JobSkip.objects.get().reason == JobSkip.Reason.HELD
+
+
+@pytest.mark.usefixtures("no_waiting")
+def test_a_contender_skips_a_window_another_session_is_taking_over(second_connection):
+    crashed = held()
+    JobRun.objects.filter(pk=crashed.pk).expire()
+    second_connection.set_autocommit(False)
+    window = connection.ops.quote_name("window")
+    with second_connection.cursor() as cursor:
+        # Through the unique index, as a takeover locks it.
+        cursor.execute(
+            f"SELECT id FROM {JobRun._meta.db_table} WHERE job = %s AND {window} = %s FOR UPDATE",
+            [crashed.job, crashed.window],
         )
         assert claim() is None
     second_connection.rollback()

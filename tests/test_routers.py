@@ -67,7 +67,7 @@ def test_a_claim_and_its_release_use_the_primary_only():
         assert run is not None
         assert run.release()
     assert queries.replica == []
-    assert any(sql.startswith("INSERT") for sql in queries.primary)
+    assert any("INSERT" in sql for sql in queries.primary)
     assert any(sql.startswith("UPDATE") for sql in queries.primary)
 
 
