@@ -280,27 +280,28 @@ def no_waiting():
         cursor.execute(f"SET SESSION {variable} = {default}")
 
 
-def lock_timeout() -> str:
-    """This session's own lock timeout, which a claim must leave as it was."""
-    query = (
-        "SHOW lock_timeout"
-        if connection.vendor == "postgresql"
-        else "SELECT @@innodb_lock_wait_timeout"
-    )
+def session_settings() -> tuple[str, ...]:
+    """The settings a claim changes for its own statements only."""
+    if connection.vendor == "postgresql":
+        query = "SELECT current_setting('lock_timeout'), current_setting('synchronous_commit')"
+    else:
+        query = "SELECT @@innodb_lock_wait_timeout"
     with connection.cursor() as cursor:
         cursor.execute(query)
-        return str(cursor.fetchone()[0])
+        return tuple(str(value) for value in cursor.fetchone())
 
 
 @pytest.mark.usefixtures("no_waiting")
-def test_a_claim_leaves_the_sessions_lock_timeout_as_it_was():
-    before = lock_timeout()
+def test_a_claim_and_a_skip_leave_the_sessions_settings_as_they_were():
+    before = session_settings()
     held("08:00", allow_overlap=True)
     assert claim("08:00") is None
+    assert JobSkip.objects.count() == 1
     with transaction.atomic():
         held("09:00", allow_overlap=True)
-        assert lock_timeout() == before
-    assert lock_timeout() == before
+        assert claim("09:00") is None
+        assert session_settings() == before
+    assert session_settings() == before
 
 
 @pytest.mark.usefixtures("no_waiting")
