@@ -140,7 +140,7 @@ def _history(history: dict[str, Any]) -> list[str]:
         f"   medians: {history['raw_ratio']}x, while the floor moved {history['floor_drift']}x",
         f"   claim + release / raw floor, round by round: {history['ratio_to_floor_empty']}x at 0"
         f" rows, {history['ratio_to_floor_full']}x at {rows:,}: ratio {history['ratio']}x",
-        "   plan of the claim's SELECT:",
+        "   plan of the read a refused claim sends:",
         *(f"     {line}" for line in history["plan"]["plan"]),
     ]
 

@@ -133,10 +133,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         statements = claim_statements(db)
         run: JobRun | None
         with connections[db].cursor() as cursor:
-            # Most claims are of a new window: one INSERT settles them.
-            if statements.can_insert_first(cursor) and statements.insert_unless_taken(
-                cursor, new, lease
-            ):
+            if statements.claim_by_insert(cursor, new, lease):
                 run, previous_status = new, None
             else:
                 run, previous_status = self._contend(cursor, new, lease, force)

@@ -87,28 +87,29 @@ class ClaimStatements:
             f"WHERE {run['id']} = %s AND {run['token']} = %s AND {run['status']} = %s"
         )
 
-    def can_insert_first(self, cursor: CursorWrapper) -> bool:
-        """Whether ``insert_unless_taken()`` may be tried on this connection.
-
-        Outside a transaction only: PostgreSQL's lock timeout would last to
-        the end of the caller's transaction.
-        """
-        connection = cursor.db
-        return connection.features.can_return_columns_from_insert and not (
-            connection.in_atomic_block
-        )
-
-    def insert_unless_taken(
+    def claim_by_insert(
         self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta
     ) -> bool:
-        """Insert ``run`` unless a row stands in its way, waiting on no lock.
+        """Claim with one INSERT, unless a row stands in the way; never wait.
 
         Most claims are of a window nobody has claimed yet, and this settles
         them in one statement. ``False`` means a row holds the window or the
         job, or another transaction is writing one right now (a first claim,
         a takeover, a fenced block): the caller then reads what has committed
         and decides, rather than wait for that transaction to end.
+
+        Also ``False``, sending nothing, where the INSERT cannot be tried:
+        on SQLite (see ``_insert_unless_taken``), where an INSERT cannot
+        return rows (MySQL), and inside a transaction, to which PostgreSQL's
+        lock timeout would last.
         """
+        connection = cursor.db
+        if (
+            self._insert_unless_taken is None
+            or not connection.features.can_return_columns_from_insert
+            or connection.in_atomic_block
+        ):
+            return False
         params = self._insert_params(cursor, run, lease)
         try:
             cursor.execute(self._insert_unless_taken, params)
@@ -177,9 +178,14 @@ class ClaimStatements:
         run._state.adding, run._state.db = False, cursor.db.alias
 
 
-def _insert_unless_taken(vendor: str, columns: str, values: str, returning: str) -> str:
+def _insert_unless_taken(vendor: str, columns: str, values: str, returning: str) -> str | None:
     """An INSERT that does nothing where a unique key is taken, and fails
-    at once, rather than wait, where another transaction holds that key."""
+    at once, rather than wait, where another transaction holds that key.
+
+    None for SQLite: there an INSERT takes the lock on the whole file even
+    when it inserts nothing, so the losers of a race would queue for it one
+    by one, where a read lets them through together.
+    """
     if vendor == "postgresql":
         # The lock timeout is set for this statement's own transaction, and
         # evaluated before the insert checks the keys. 1 ms: 0 turns it off.
@@ -195,8 +201,7 @@ def _insert_unless_taken(vendor: str, columns: str, values: str, returning: str)
             "SET STATEMENT innodb_lock_wait_timeout = 0 FOR "
             f"INSERT IGNORE INTO {columns} VALUES ({values}){returning}"
         )
-    # SQLite has no row locks: its writers take turns on the file's lock.
-    return f"INSERT OR IGNORE INTO {columns} VALUES ({values}){returning}"
+    return None
 
 
 def _insert_unflushed(vendor: str, columns: str, values: str) -> str:
