@@ -14,17 +14,32 @@ Skips decide nothing (the claim rows do), so old ones simply go.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any
 
-from django.db.models import F, QuerySet, Window
+from django.db import connections
+from django.db.models import F, Max, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun, JobSkip
 
-#: Rows deleted per statement: enough to be quick, few enough that no
-#: statement holds row locks long enough to stall a job's claim.
+#: How long each DELETE statement aims to run. Its rows stay locked from its
+#: start to the COMMIT after it, so a claim or release of one of them may
+#: wait that long. A prune's longest DELETE on MariaDB ran four to five
+#: times the aim (its DELETEs wait on page reads and on flushing), so 20 ms
+#: keeps it under 100 ms; see docs/performance.md.
+STATEMENT_BUDGET = datetime.timedelta(milliseconds=20)
+
+#: The most rows one DELETE removes, however quick the ones before it were:
+#: a batch grown in a quiet spell holds its locks all the longer when the
+#: disk or the CPUs turn busy in the middle of it.
 BATCH_SIZE = 2000
+
+#: Rows in the first DELETE, which has no timing yet to size it by.
+FIRST_BATCH = 100
 
 
 def prune(
@@ -32,11 +47,15 @@ def prune(
     *,
     dry_run: bool = False,
     batch_size: int = BATCH_SIZE,
+    statement_budget: datetime.timedelta = STATEMENT_BUDGET,
 ) -> int:
     """Delete finished claims that ended ``older_than`` ago; return how many.
 
     The age is measured on the database's clock, like every lease. With
     ``dry_run`` nothing is deleted and the count is of what would be.
+    Each DELETE is sized by how long the one before it took, to run about
+    ``statement_budget``; it removes at most ``batch_size`` rows, and the
+    first removes at most ``FIRST_BATCH`` (see ``_next_size``).
     """
     db = jobclaims_settings.claims_database(JobRun)
     old = (
@@ -45,7 +64,7 @@ def prune(
         .filter(finished_at__lt=database_now(db) - older_than)
         .exclude(pk__in=_newest_finished(db))
     )
-    return _delete(old, dry_run, batch_size)
+    return _delete(old, dry_run, batch_size, statement_budget)
 
 
 def prune_skips(
@@ -53,11 +72,12 @@ def prune_skips(
     *,
     dry_run: bool = False,
     batch_size: int = BATCH_SIZE,
+    statement_budget: datetime.timedelta = STATEMENT_BUDGET,
 ) -> int:
     """Delete skips recorded ``older_than`` ago; return how many, as ``prune()``."""
     db = jobclaims_settings.claims_database(JobRun)
     old = JobSkip.objects.using(db).filter(skipped_at__lt=database_now(db) - older_than)
-    return _delete(old, dry_run, batch_size)
+    return _delete(old, dry_run, batch_size, statement_budget)
 
 
 def _newest_finished(db: str) -> list[int]:
@@ -80,21 +100,73 @@ def _newest_finished(db: str) -> list[int]:
     return list(ranked.filter(rank=1).values_list("pk", flat=True))
 
 
-def _delete(old: QuerySet, dry_run: bool, batch_size: int) -> int:
+def _delete(old: QuerySet, dry_run: bool, batch_size: int, budget: datetime.timedelta) -> int:
     """Delete ``old`` a batch of keys at a time, or count it for a dry run."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    if budget <= datetime.timedelta():
+        raise ValueError(f"statement_budget must be positive, not {budget!r}")
     if dry_run:
         return old.count()
-    deleted, after = 0, 0
-    while True:
-        batch = list(
-            old.filter(pk__gt=after).order_by("pk").values_list("pk", flat=True)[:batch_size]
-        )
-        if not batch:
-            return deleted
+    deleted, after, size = 0, 0, min(FIRST_BATCH, batch_size)
+    while (last := _batch_end(old, after, size)) is not None:
         # A range of keys, not a list, so there is no parameter limit; and the
         # DELETE restates the conditions, so a row that changed since it was
         # read (a failed claim that an instance took over) stays.
-        deleted += old.filter(pk__gt=after, pk__lte=batch[-1]).delete()[0]
-        after = batch[-1]
+        rows, took = _timed_delete(old.filter(pk__gt=after, pk__lte=last))
+        deleted += rows
+        size, after = _next_size(size, took, budget.total_seconds(), batch_size), last
+    return deleted
+
+
+def _timed_delete(batch: QuerySet) -> tuple[int, float]:
+    """Delete ``batch``; return how many rows, and the seconds its DELETE ran.
+
+    The rows stay locked until the COMMIT that follows, but a commit costs
+    the same (a flush to disk) however many rows it ends: were it counted,
+    a disk slower to flush than the budget would cut batches to one row.
+    """
+    took = 0.0
+
+    def timed(execute: Callable[..., Any], *args: Any) -> Any:
+        nonlocal took
+        began = perf_counter()
+        try:
+            return execute(*args)
+        finally:
+            took += perf_counter() - began
+
+    with connections[batch.db].execute_wrapper(timed):
+        rows = batch.delete()[0]
+    return rows, took
+
+
+def _batch_end(old: QuerySet, after: int, size: int) -> int | None:
+    """The key that ends the next ``size`` rows of ``old`` past ``after``.
+
+    Only that one key comes back, not the batch's, which halved the read
+    of 2,000 keys on MariaDB. When fewer rows are left, the last of them
+    ends the batch; ``None`` when none is.
+    """
+    rest = old.filter(pk__gt=after).order_by("pk").values_list("pk", flat=True)
+    end: int | None = rest[size - 1 : size].first()
+    if end is None:
+        end = rest.aggregate(last=Max("pk"))["last"]
+    return end
+
+
+def _next_size(size: int, took: float, budget: float, cap: int) -> int:
+    """Rows for the next DELETE, aimed at ``budget`` seconds by the last's ``took``.
+
+    A DELETE's time grows with its rows: each row is an entry to remove
+    from the table and from each of its indexes. What a row costs follows
+    the machine's load (other work for the CPUs, the purge of the rows just
+    deleted, pages read from a busy disk), which drifts over seconds, so a
+    fixed count that is quick on a quiet machine holds its locks for
+    hundreds of milliseconds on a busy one. The size follows the load
+    instead: cut at once in proportion after a DELETE that ran long, and at
+    most doubled after a quick one, which may only have found its pages
+    cached.
+    """
+    aimed = int(size * budget / took)
+    return max(1, min(aimed, 2 * size, cap))

@@ -18,6 +18,10 @@ pytestmark = pytest.mark.django_db
 
 DAY = datetime.timedelta(days=1)
 MONTH = 30 * DAY
+#: A statement budget no DELETE can exceed, so batches are sized only by count.
+HOUR = datetime.timedelta(hours=1)
+#: One no DELETE can meet, so every batch after the first is cut to one row.
+MICROSECOND = datetime.timedelta(microseconds=1)
 
 
 @pytest.fixture
@@ -31,9 +35,8 @@ def nightly() -> list[JobRun]:
 
 def test_prune_deletes_in_batches_of_the_size_asked_until_none_is_left(nightly):
     with CaptureQueriesContext(connection) as queries:
-        assert prune(MONTH, batch_size=2) == 6
-    deletes = [query for query in queries if query["sql"].startswith("DELETE")]
-    assert len(deletes) == 3
+        assert prune(MONTH, batch_size=2, statement_budget=HOUR) == 6
+    assert len(_deletes(queries)) == 3
     assert list(JobRun.objects.values_list("window", flat=True)) == ["2026-09-07"]
 
 
@@ -49,9 +52,31 @@ def test_the_newest_finished_claim_of_a_job_is_the_last_one_claimed(nightly):
     assert list(JobRun.objects.all()) == [rerun]
 
 
+def test_a_delete_that_runs_past_its_budget_shrinks_the_next_batch(nightly):
+    with CaptureQueriesContext(connection) as queries:
+        assert prune(MONTH, batch_size=4, statement_budget=MICROSECOND) == 6
+    # 4 rows, then 1 and 1: without the budget, 4 and 2.
+    assert len(_deletes(queries)) == 3
+    assert list(JobRun.objects.values_list("window", flat=True)) == ["2026-09-07"]
+
+
+def test_batches_start_small_and_double_up_to_the_batch_size():
+    _old_skips(700)
+    with CaptureQueriesContext(connection) as queries:
+        assert prune_skips(MONTH, batch_size=300, statement_budget=HOUR) == 700
+    # 100, 200, 300 and the last 100 rows.
+    assert len(_deletes(queries)) == 4
+    assert not JobSkip.objects.exists()
+
+
 def test_prune_refuses_a_batch_size_below_one():
     with pytest.raises(ValueError, match="batch_size must be at least 1, not 0"):
         prune(MONTH, batch_size=0)
+
+
+def test_prune_refuses_a_statement_budget_of_zero():
+    with pytest.raises(ValueError, match="statement_budget must be positive"):
+        prune(MONTH, statement_budget=datetime.timedelta(0))
 
 
 def test_old_skips_are_pruned_in_batches_and_recent_ones_kept():
@@ -67,3 +92,21 @@ def test_old_skips_are_pruned_in_batches_and_recent_ones_kept():
     assert prune_skips(MONTH, dry_run=True) == 3
     assert prune_skips(MONTH, batch_size=2) == 3
     assert JobSkip.objects.get().skipped_at == now - 29 * DAY
+
+
+def _old_skips(count: int) -> None:
+    skipped_at = database_now() - 2 * MONTH
+    JobSkip.objects.bulk_create(
+        JobSkip(
+            job="nightly",
+            window=f"2026-09-{number}",
+            owner="web-2:77:feedf00d",
+            reason=JobSkip.Reason.HELD,
+            skipped_at=skipped_at,
+        )
+        for number in range(count)
+    )
+
+
+def _deletes(queries: CaptureQueriesContext) -> list[dict[str, str]]:
+    return [query for query in queries if query["sql"].startswith("DELETE")]
