@@ -130,9 +130,10 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             owner=process_owner(),
             holds_job=None if allow_overlap else True,
         )
-        statements = claim_statements(db)
+        connection = connections[db]
+        statements = claim_statements(connection)
         run: JobRun | None
-        with connections[db].cursor() as cursor:
+        with connection.cursor() as cursor:
             if statements.claim_by_insert(cursor, new, lease):
                 run, previous_status = new, None
             else:
@@ -150,7 +151,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         A plain read first: it never waits on a lock, and most refusals (the
         window is held or done) end here, touching no claim row.
         """
-        seen = claim_statements(cursor.db.alias).rivals(cursor, new)
+        seen = claim_statements(cursor.db).rivals(cursor, new)
         blocking = [rival for rival in seen if not _is_free(rival, new.window, force)]
         if blocking:
             self._skip(cursor, new, _skip_reason(new.window, blocking))
@@ -166,7 +167,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
 
     def _skip(self, cursor: CursorWrapper, new: JobRun, reason: str) -> None:
         """Record that this instance stepped aside, in one INSERT."""
-        claim_statements(cursor.db.alias).skip(cursor, new, reason)
+        claim_statements(cursor.db).skip(cursor, new, reason)
         events.skipped(self.model, new.job, new.window, reason)
 
     def _take(
@@ -183,7 +184,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             # The window's first claim: there is no row to lock yet, so the
             # unique constraints settle a race between instances.
             with _savepoint_if_in_transaction(db):
-                claim_statements(db).insert(cursor, new, lease)
+                claim_statements(cursor.db).insert(cursor, new, lease)
             return new, None
         window_exists = any(rival[0] == new.window for rival in seen)
         return self._take_over(cursor, new, _rivals(new, force), lease, force, window_exists)
@@ -226,7 +227,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             if current is None and window_exists:
                 return None, None  # Another contender is taking it over.
             if current is None:
-                claim_statements(db).insert(cursor, new, lease)
+                claim_statements(cursor.db).insert(cursor, new, lease)
                 return new, None
             previous_status = current.status
             if not self._reassign(current, new, lease, force):
@@ -450,8 +451,9 @@ class JobRun(models.Model):
             raise ValueError(f"release() takes succeeded or failed, not {status!r}")
         db = self._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
-        with connections[db].cursor() as cursor:
-            released = claim_statements(db).release(cursor, self, status, error)
+        connection = connections[db]
+        with connection.cursor() as cursor:
+            released = claim_statements(connection).release(cursor, self, status, error)
         if not released:
             return False
         self.status, self.error, self.holds_job = status, error, None

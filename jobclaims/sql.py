@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 Rival = tuple[str, str, bool]
 
 
-def claim_statements(alias: str) -> ClaimStatements:
-    """The statements for the database ``alias``, written on first use."""
-    return _written(alias, connections[alias].vendor)
+def claim_statements(connection: BaseDatabaseWrapper) -> ClaimStatements:
+    """The statements for ``connection``'s database, written on first use."""
+    return _written(connection.alias, connection.vendor)
 
 
 @functools.cache
@@ -55,7 +55,9 @@ class ClaimStatements:
         written = run.names("job", "window", "schedule", "owner", "token", "holds_job")
         stamped = run.names("status", "attempt", "error", "claimed_at", "expires_at")
         columns = f"{run} ({written}, {stamped})"
-        values = f"%s, %s, %s, %s, %s, %s, %s, 1, '', {now}, {lease_end}"
+        # A new claim is running; the value is the model's own, not input.
+        running = f"'{JobRun.Status.RUNNING.value}'"
+        values = f"%s, %s, %s, %s, %s, %s, {running}, 1, '', {now}, {lease_end}"
         key_and_stamps = run.names("id", "claimed_at", "expires_at")
         self._returning = f" RETURNING {key_and_stamps}"
         self._insert_unless_taken = _insert_unless_taken(
@@ -84,7 +86,7 @@ class ClaimStatements:
         self._release = (
             f"UPDATE {run} SET {run['status']} = %s, {run['error']} = %s, "
             f"{run['holds_job']} = NULL, {run['finished_at']} = {now} "
-            f"WHERE {run['id']} = %s AND {run['token']} = %s AND {run['status']} = %s"
+            f"WHERE {run['id']} = %s AND {run['token']} = %s AND {run['status']} = {running}"
         )
 
     def claim_by_insert(
@@ -160,8 +162,7 @@ class ClaimStatements:
     def release(self, cursor: CursorWrapper, run: JobRun, status: str, error: str) -> bool:
         """End ``run`` with ``status`` if it still holds its claim."""
         token = self._token.get_db_prep_value(run.token, cursor.db)
-        running = str(run.Status.RUNNING)
-        cursor.execute(self._release, [str(status), error, run.pk, token, running])
+        cursor.execute(self._release, [str(status), error, run.pk, token])
         return bool(cursor.rowcount == 1)
 
     def _insert_params(
@@ -169,7 +170,7 @@ class ClaimStatements:
     ) -> list[Any]:
         token = self._token.get_db_prep_value(run.token, cursor.db)
         written = [run.job, run.window, run.schedule, run.owner, token, run.holds_job]
-        return [*written, str(run.status), self._lease_param(lease)]
+        return [*written, self._lease_param(lease)]
 
     def _load(self, cursor: CursorWrapper, run: JobRun, row: tuple[Any, ...]) -> None:
         """Give ``run`` the key and clock stamps its INSERT stored."""
