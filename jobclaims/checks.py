@@ -145,8 +145,7 @@ def check_claims_database_backend(
     except NotSupportedError as unsupported:
         return [
             Error(
-                f"The {alias!r} database, which claims are written to, is "
-                f"{connections[alias].display_name}: {unsupported}",
+                f"Claims are written to the {alias!r} database, and {unsupported}",
                 hint="Keep claims in PostgreSQL, MariaDB/MySQL or SQLite, and set "
                 "JOBCLAIMS['DATABASE'] to its alias.",
                 id="jobclaims.E004",
