@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 #: Processes in the throughput step.
 THROUGHPUT_PROCESSES = 2
 #: (processes, rounds) of each race; each gets as many control rounds.
-RACES = ((2, 20), (8, 8), (32, 4))
+RACES = ((2, 20), (8, 8), (32, 16))
 
 
 def main(argv: list[str]) -> int:
@@ -163,7 +163,6 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
 
 
 def _race_figures(race: dict[str, Any], uncontended: dict[str, Any]) -> dict[str, Any]:
-    blocked, skips = race.pop("blocked_inserts"), race.pop("skip_inserts")
     wall = race.pop("losers"), race.pop("control"), uncontended["claim"]
     unqueued = (
         race.pop("losers_excluding_queue"),
@@ -172,8 +171,6 @@ def _race_figures(race: dict[str, Any], uncontended: dict[str, Any]) -> dict[str
     )
     return {
         **race,
-        "blocked_inserts": blocked.summary() if blocked.values else None,
-        "skip_inserts": skips.summary() if skips.values else None,
         **_losers(*wall, suffix=""),
         **_losers(*unqueued, suffix="_excluding_queue"),
     }

@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from django.conf import settings
 from django.db import connection
@@ -27,6 +27,9 @@ from jobclaims.models import JobRun
 from jobclaims.testing import StartingLine
 
 Orders = dict[str, Any]
+
+#: What each statement a loser sends is for (see ``_statement_times``).
+STATEMENT_ROLES = ("claim INSERT", "read", "skip INSERT")
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,6 @@ def race(processes: int, *, rounds: int, controls: int) -> dict[str, Any]:
     winners: list[int] = []
     losers: list[dict[str, Any]] = []
     paths: Counter[str] = Counter()
-    blocked: list[int] = []
-    skips: list[int] = []
     control: list[dict[str, Any]] = []
     with Workers(processes, rounds + controls) as workers:
         for number in range(rounds):
@@ -140,13 +141,7 @@ def race(processes: int, *, rounds: int, controls: int) -> dict[str, Any]:
             for result in results:
                 if not result["won"]:
                     losers.append(result)
-                    verbs = [verb for verb, _ in result["sent"]]
-                    paths[" ".join(verbs)] += 1
-                    inserts = [took for verb, took in result["sent"] if verb == "INSERT"]
-                    # The last INSERT records the skip; one before it was
-                    # the claim, refused by the winner's row.
-                    skips += inserts[-1:]
-                    blocked += inserts[:-1]
+                    paths[" ".join(verb for verb, *_ in result["sent"])] += 1
             _release_round(window)
         for number in range(controls):
             window = f"control-{processes}-{number}"
@@ -164,8 +159,7 @@ def race(processes: int, *, rounds: int, controls: int) -> dict[str, Any]:
         "losers": Samples.of_nanoseconds([loser["ns"] for loser in losers]),
         "losers_excluding_queue": _excluding_queue(losers),
         "loser_statements": dict(paths.most_common()),
-        "blocked_inserts": Samples.of_nanoseconds(blocked),
-        "skip_inserts": Samples.of_nanoseconds(skips),
+        "statement_times": _statement_times(losers),
         "control": Samples.of_nanoseconds([result["ns"] for result in control]),
         "control_excluding_queue": _excluding_queue(control),
     }
@@ -176,6 +170,40 @@ def _excluding_queue(results: list[dict[str, Any]]) -> Samples | None:
     if any(result["unqueued_ns"] is None for result in results):
         return None
     return Samples.of_nanoseconds([result["unqueued_ns"] for result in results])
+
+
+def _statement_times(losers: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """How long the losers' statements took, by what each was for.
+
+    A loser's last INSERT records its skip, and its SELECT reads the rows
+    in its way; an INSERT before those was its claim, refused by the
+    winner's row. Each is summed up on the wall clock and, where every one
+    was measured, less its threads' waits for a CPU; ``None`` for a kind no
+    loser sent.
+    """
+    taken: dict[str, list[tuple[int, int | None]]] = {role: [] for role in STATEMENT_ROLES}
+    for loser in losers:
+        sent = loser["sent"]
+        skip = max(index for index, (verb, *_) in enumerate(sent) if verb == "INSERT")
+        for index, (verb, wall, unqueued) in enumerate(sent):
+            if verb == "SELECT":
+                role = "read"
+            else:
+                role = "skip INSERT" if index == skip else "claim INSERT"
+            taken[role].append((wall, unqueued))
+    return {
+        role: {
+            "wall": _summary([wall for wall, _ in times]),
+            "excluding_queue": _summary([unqueued for _, unqueued in times]),
+        }
+        for role, times in taken.items()
+    }
+
+
+def _summary(durations: list[int | None]) -> dict[str, Any] | None:
+    if not durations or None in durations:
+        return None
+    return Samples.of_nanoseconds(cast("list[int]", durations)).summary()
 
 
 def _release_round(window: str) -> None:

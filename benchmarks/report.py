@@ -89,15 +89,22 @@ def _contention(results: dict[str, Any]) -> list[str]:
     for race in results["contention"]:
         paths = "; ".join(f"{path}: {count}" for path, count in race["loser_statements"].items())
         lines.append(f"     K={race['processes']}: {paths}")
-    lines.append("   time losers spent in INSERTs (count, median us, p99 us):")
     lines.append(
-        "       K  claim INSERT refused by the winner's row      INSERT recording the skip"
+        "   losers' statements by what each was for (count, median us, p99 us),"
+        " less CPU queueing where measured:"
     )
+    roles = results["contention"][0]["statement_times"]
+    lines.append(f"     {'K':>3}  " + "".join(f"{role:<28}" for role in roles))
     for race in results["contention"]:
+        times = race["statement_times"].values()
+        cells = [time["excluding_queue"] or time["wall"] for time in times]
         lines.append(
-            f"     {race['processes']:>3}  {_brief(race['blocked_inserts']):<43}"
-            f"{_brief(race['skip_inserts'])}"
+            f"     {race['processes']:>3}  " + "".join(f"{_brief(cell):<28}" for cell in cells)
         )
+    lines.append(
+        "   claim INSERT: refused by the winner's row, committed or not; read: the rows in the"
+        " loser's way; skip INSERT: the record of its skip"
+    )
     lines.append(
         "   control: the same K processes released at once on a window already held"
         " (all refused, no winner to wait for)"

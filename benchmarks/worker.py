@@ -59,28 +59,27 @@ def _warm_up() -> None:
 def _claim(job: str, window: str) -> dict[str, Any]:
     """Claim ``window`` once and keep it: the parent releases the winner.
 
-    Also says which statements the claim sent and how long each took: a
-    loser whose read found no committed row went on to INSERT, and that
-    INSERT waited on the winner's uncommitted row until its transaction
-    ended. And the claim's time less the time this thread and the server's
-    queued for a CPU (``None`` if unknown): 32 workers on 2 CPUs queue for
-    them whether or not a winner holds them up.
+    Also says which statements the claim sent and how long each took, on
+    the wall clock and less the time this thread and the server's queued
+    for a CPU (``None`` if unknown), and the same for the whole claim: 32
+    workers on 2 CPUs queue for them whether or not a winner holds them up.
     """
     from django.db import connection
 
     from benchmarks.uncontended import LEASE
     from jobclaims.models import JobRun
 
-    sent: list[tuple[str, int]] = []
+    sent: list[tuple[str, int, int | None]] = []
 
     def timed(
         execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
     ) -> Any:
-        began = perf_counter_ns()
+        took = _run_queue().timed()
         try:
-            return execute(sql, params, many, context)
+            with took:
+                return execute(sql, params, many, context)
         finally:
-            sent.append((verb(sql), perf_counter_ns() - began))
+            sent.append((verb(sql), took.wall, took.excluding_queue))
 
     with connection.execute_wrapper(timed), _run_queue().timed() as took:
         run = JobRun.objects.claim(job, window, lease=LEASE)
