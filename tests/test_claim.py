@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -94,6 +95,15 @@ def test_a_refused_claim_writes_no_claim_row_and_records_its_skip_with_one_inser
         assert statements(queries) == ["SELECT", "INSERT"]
     assert "jobclaims_jobskip" in queries[-1]["sql"]
     assert JobRun.objects.get().attempt == 1
+    assert JobSkip.objects.get().reason == JobSkip.Reason.HELD
+
+
+def test_a_claim_whose_insert_is_refused_by_a_row_it_may_take_over_records_no_skip():
+    failed = held()
+    failed.release(JobRun.Status.FAILED)
+    retried = held()
+    assert (retried.pk, retried.attempt) == (failed.pk, 2)
+    assert not JobSkip.objects.exists()
 
 
 def test_skips_are_counted_per_claim_with_the_time_of_the_last():
@@ -125,6 +135,25 @@ def test_skips_give_their_reason():
         ("09:00", JobSkip.Reason.OVERLAP),
         ("08:00", JobSkip.Reason.SUCCEEDED),
     ]
+
+
+@pytest.mark.parametrize("in_transaction", [False, True], ids=["alone", "in a transaction"])
+def test_a_window_held_by_its_own_run_gives_held_even_where_that_run_holds_the_job(
+    in_transaction: bool,
+):
+    # The window's row both holds the window and holds the job: one reason.
+    held("08:00")
+    with transaction.atomic() if in_transaction else nullcontext():
+        assert claim("08:00") is None
+    assert list(JobSkip.objects.values_list("reason", flat=True)) == [JobSkip.Reason.HELD]
+
+
+def test_the_window_s_own_refusal_is_given_before_another_window_s():
+    claim("08:00")
+    JobRun.objects.filter(window="08:00").update(status=JobRun.Status.SUCCEEDED, holds_job=None)
+    held("09:00")
+    assert claim("08:00") is None
+    assert JobSkip.objects.get().reason == JobSkip.Reason.SUCCEEDED
 
 
 def test_a_window_that_succeeded_is_not_run_again():
@@ -325,6 +354,32 @@ def test_a_contender_skips_at_once_while_the_holder_writes_in_a_fenced_block(sec
         )
         assert claim() is None
     second_connection.rollback()
+    assert JobSkip.objects.get().reason == JobSkip.Reason.HELD
+
+
+@pytest.mark.usefixtures("no_waiting")
+def test_in_repeatable_read_a_contender_still_skips_at_once_past_a_fenced_holder(
+    second_connection,
+):
+    # A project may choose REPEATABLE READ (DATABASES OPTIONS
+    # "isolation_level"), where reads and locks differ from Django's default.
+    isolation = {
+        "postgresql": "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        "mysql": "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+    }
+    run = held()
+    with connection.cursor() as cursor:
+        cursor.execute(isolation[connection.vendor])
+    second_connection.set_autocommit(False)
+    try:
+        with second_connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {JobRun._meta.db_table} SET status = status WHERE id = %s", [run.pk]
+            )
+            assert claim() is None
+    finally:
+        second_connection.rollback()
+        connection.close()  # The next connection has Django's isolation level.
     assert JobSkip.objects.get().reason == JobSkip.Reason.HELD
 
 
