@@ -19,8 +19,23 @@ if TYPE_CHECKING:
     from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 
-#: SQLite has no datetime type; this is the format Django stores them in.
+#: SQLite has no datetime type: it keeps the text Django writes.
 _SQLITE_FORMAT = "%Y-%m-%d %H:%M:%f"
+
+
+def _sqlite_stamp(pattern: str, *modifiers: str) -> str:
+    """SQLite's time now, moved by ``modifiers``, as the text Django writes.
+
+    SQLite compares datetimes as text. Django writes a datetime as ``str()``
+    does: microseconds in six digits, or none when they are zero, while
+    ``%f`` gives milliseconds in three, so 12:00:00.123 would sort before
+    the same moment written by Django, 12:00:00.123000. Padded, and without
+    a zero fraction, the two are one string. ``pattern`` is ``_SQLITE_FORMAT``
+    escaped for where the SQL goes; SQLite's 'now' is one moment throughout
+    a statement.
+    """
+    now = ", ".join(["'NOW'", *modifiers])
+    return f"REPLACE(STRFTIME('{pattern}', {now}) || '000', '.000000', '')"
 
 
 class DatabaseNow(Func):
@@ -49,7 +64,7 @@ class DatabaseNow(Func):
         self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
     ) -> _AsSqlType:
         # Escaped twice: once for the template, once for the query's params.
-        template = f"STRFTIME('{_SQLITE_FORMAT}', 'NOW')".replace("%", "%%%%")
+        template = _sqlite_stamp(_SQLITE_FORMAT.replace("%", "%%%%"))
         return self.as_sql(compiler, connection, template=template, **extra_context)
 
 
@@ -67,9 +82,8 @@ def lease_end_sql(
         microsecond = datetime.timedelta(microseconds=1)
         return "UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND", lambda lease: lease // microsecond
     if connection.vendor == "sqlite":
-        escaped = _SQLITE_FORMAT.replace("%", "%%")
         return (
-            f"STRFTIME('{escaped}', 'NOW', %s)",
+            _sqlite_stamp(_SQLITE_FORMAT.replace("%", "%%"), "%s"),
             lambda lease: f"+{lease.total_seconds():.6f} seconds",
         )
     raise NotSupportedError(

@@ -9,6 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from jobclaims.clock import database_now
+from jobclaims.models import JobRun, JobSkip
 
 
 @pytest.mark.django_db
@@ -29,3 +30,18 @@ def test_database_now_stays_utc_when_the_session_time_zone_is_not():
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SET time_zone = 'SYSTEM'")
+
+
+@pytest.mark.django_db
+def test_a_moment_the_database_stamps_equals_the_same_moment_written_by_django():
+    # A skip counts for a claim when skipped_at >= claimed_at. SQLite keeps
+    # times as text and compares them as text, so a stamp of the database's
+    # clock must be written as Django writes the same datetime, or a skip in
+    # the claim's own millisecond would not count for it.
+    run = JobRun.objects.claim("charge", "2026-11-29", lease=datetime.timedelta(minutes=5))
+    assert run is not None
+    skip = JobSkip.objects.create(job="charge", window="2026-11-29", owner="me", reason="held")
+    skip.refresh_from_db()
+    assert JobSkip.objects.filter(pk=skip.pk, skipped_at=skip.skipped_at).exists()
+    assert JobRun.objects.filter(pk=run.pk, claimed_at=run.claimed_at).exists()
+    assert JobRun.objects.filter(pk=run.pk, expires_at=run.expires_at).exists()
