@@ -68,20 +68,35 @@ class DatabaseNow(Func):
         return self.as_sql(compiler, connection, template=template, **extra_context)
 
 
+def now_sql(connection: BaseDatabaseWrapper) -> str:
+    """``DatabaseNow`` as SQL for ``connection``, for statements written out.
+
+    A lone expression compiles against an empty query, as Django's schema
+    editor compiles a field's db_default. It takes no parameters; its
+    percent signs are escaped for a statement that has some.
+    """
+    sql, _params = Query(None).get_compiler(connection=connection).compile(DatabaseNow())
+    return str(sql)
+
+
 def lease_end_sql(
     connection: BaseDatabaseWrapper,
 ) -> tuple[str, Callable[[datetime.timedelta], object]]:
     """SQL for the database's now plus a lease, and the lease as its parameter.
 
-    For statements written out in SQL (``jobclaims.sql``): the same clock
-    as ``DatabaseNow``, moved on by a lease passed as the one parameter.
+    For statements written out in SQL (``jobclaims.sql``): ``DatabaseNow``,
+    moved on by a lease passed as the one parameter.
     """
     if connection.vendor == "postgresql":
-        return "STATEMENT_TIMESTAMP() + %s", lambda lease: lease
+        return f"{now_sql(connection)} + %s", lambda lease: lease
     if connection.vendor == "mysql":
         microsecond = datetime.timedelta(microseconds=1)
-        return "UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND", lambda lease: lease // microsecond
+        return (
+            f"{now_sql(connection)} + INTERVAL %s MICROSECOND",
+            lambda lease: lease // microsecond,
+        )
     if connection.vendor == "sqlite":
+        # The lease moves SQLite's 'now' inside STRFTIME, as a modifier.
         return (
             _sqlite_stamp(_SQLITE_FORMAT.replace("%", "%%"), "%s"),
             lambda lease: f"+{lease.total_seconds():.6f} seconds",
@@ -95,12 +110,8 @@ def lease_end_sql(
 def database_now(using: str = "default") -> datetime.datetime:
     """Return the database's current time as an aware UTC datetime."""
     connection = connections[using]
-    # A lone expression compiles against an empty query, as Django's schema
-    # editor compiles a field's db_default.
-    compiler = Query(None).get_compiler(using=using)
-    sql, params = compiler.compile(DatabaseNow())
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {sql}", params)
+        cursor.execute(f"SELECT {now_sql(connection)}", [])
         (value,) = cursor.fetchone()
     return as_utc(value)
 

@@ -17,9 +17,8 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from django.db import OperationalError, connections
-from django.db.models.sql import Query
 
-from jobclaims.clock import DatabaseNow, as_utc, lease_end_sql
+from jobclaims.clock import as_utc, lease_end_sql, now_sql
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -47,7 +46,7 @@ class ClaimStatements:
     def __init__(self, connection: BaseDatabaseWrapper):
         from jobclaims.models import JobRun, JobSkip
 
-        now, _ = Query(None).get_compiler(connection=connection).compile(DatabaseNow())
+        now = now_sql(connection)
         lease_end, self._lease_param = lease_end_sql(connection)
         self._token = JobRun._meta.get_field("token")
         run, skip = _Table(connection, JobRun), _Table(connection, JobSkip)
