@@ -16,7 +16,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Q
 from django.utils import timezone
 
-from jobclaims import windows
+from jobclaims import retries, windows
 from jobclaims.claiming import holding, window_key
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted
@@ -103,7 +103,13 @@ class JobCommand(BaseCommand):
             )
         except ValueError as error:
             raise CommandError(error) from error
-        except DatabaseError:
+        except DatabaseError as error:
+            if retries.is_transient(error):
+                raise CommandError(
+                    f"Could not claim {job} {window}: the database kept answering "
+                    f"{error!s:.200} for {retries.RETRY_FOR:.0f} s, so nothing ran; "
+                    "the next run tries again"
+                ) from error
             self._explain_missing_migrations()
             raise
         if run is None:

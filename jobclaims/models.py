@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from django.db import IntegrityError, connections, models, transaction
+from django.db import DatabaseError, IntegrityError, connections, models, transaction
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import events
+from jobclaims import events, retries
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost
@@ -22,6 +23,7 @@ from jobclaims.owner import process_owner
 from jobclaims.sql import Rival, claim_statements
 
 if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.backends.utils import CursorWrapper
     from django_stubs_ext import WithAnnotations
 
@@ -130,18 +132,60 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             owner=process_owner(),
             holds_job=None if allow_overlap else True,
         )
-        connection = connections[db]
-        statements = claim_statements(connection)
-        run: JobRun | None
-        with connection.cursor() as cursor:
-            if statements.claim_by_insert(cursor, new, lease):
-                run, previous_status = new, None
-            else:
-                run, previous_status = self._contend(cursor, new, lease, force)
+        run, previous_status = self._claim_until_settled(connections[db], new, lease, force)
         if run is None:
             return None
         events.acquired(run, previous_status)
         return run
+
+    def _claim_until_settled(
+        self,
+        connection: BaseDatabaseWrapper,
+        new: JobRun,
+        lease: datetime.timedelta,
+        force: bool,
+    ) -> tuple[JobRun | None, str | None]:
+        """Claim, starting again while the database asks for another try.
+
+        A deadlock, a serialization failure or a lock timeout ends a claim's
+        statement or transaction with nothing written (``retries``), and a
+        row in the way that another transaction is writing is not settled
+        yet (``_Unsettled``). Neither says who won, so each try starts from
+        a fresh read of what has committed: the tries together still give
+        one run. Inside the caller's transaction a failed statement may have
+        ended that transaction (MariaDB rolls it all back on a deadlock), so
+        there the error is raised for the caller to retry the whole of it.
+        """
+        waits = retries.pauses()
+        last: Exception
+        while True:
+            try:
+                with connection.cursor() as cursor:
+                    return self._claim_once(cursor, new, lease, force)
+            except _Unsettled as unsettled:
+                last = unsettled
+            except DatabaseError as error:
+                if connection.in_atomic_block or not retries.is_transient(error):
+                    raise
+                last = error
+            pause = next(waits, None)
+            if pause is None:
+                break
+            time.sleep(pause)
+        if isinstance(last, _Unsettled):
+            # A transaction has been writing the row in the way all this
+            # time: whoever it is, it is alive and has the job in hand.
+            with connection.cursor() as cursor:
+                self._skip(cursor, new, last.reason)
+            return None, None
+        raise last
+
+    def _claim_once(
+        self, cursor: CursorWrapper, new: JobRun, lease: datetime.timedelta, force: bool
+    ) -> tuple[JobRun | None, str | None]:
+        if claim_statements(cursor.db).claim_by_insert(cursor, new, lease):
+            return new, None
+        return self._contend(cursor, new, lease, force)
 
     def _contend(
         self, cursor: CursorWrapper, new: JobRun, lease: datetime.timedelta, force: bool
@@ -186,17 +230,15 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             with _savepoint_if_in_transaction(db):
                 claim_statements(cursor.db).insert(cursor, new, lease)
             return new, None
-        window_exists = any(rival[0] == new.window for rival in seen)
-        return self._take_over(cursor, new, _rivals(new, force), lease, force, window_exists)
+        return self._take_over(cursor, new, seen, lease, force)
 
     def _take_over(
         self,
         cursor: CursorWrapper,
         new: JobRun,
-        rivals: _Rivals,
+        seen: list[Rival],
         lease: datetime.timedelta,
         force: bool,
-        window_exists: bool,
     ) -> tuple[JobRun | None, str | None]:
         """Reassign the window's row, and break dead runs' holds on the job.
 
@@ -207,6 +249,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         """
         db = cursor.db.alias
         runs = self.using(db)
+        rivals = _rivals(new, force)
         with _row_lock_transaction(db):
             # Rows another contender has locked are skipped, not waited for:
             # that contender is settling them right now.
@@ -220,12 +263,19 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
                     .annotate(db_now=DatabaseNow())
                 ),
             )
+            locked = {row.window for row in rows}
+            if new.window not in locked and any(rival[0] == new.window for rival in seen):
+                return None, None  # Another contender is taking it over.
+            if any(rival[0] not in locked for rival in seen):
+                # A dead holder read a moment ago is locked by another
+                # transaction, most likely a contender clearing it for its
+                # own claim. Inserting now would wait on that row while the
+                # other waits on ours: a deadlock. Read again once it is done.
+                raise _Unsettled(JobSkip.Reason.OVERLAP)
             dead_holders = [row.pk for row in rows if row.window != new.window]
+            current = next((row for row in rows if row.window == new.window), None)
             if dead_holders:
                 runs.filter(rivals.free, pk__in=dead_holders).update(holds_job=None)
-            current = next((row for row in rows if row.window == new.window), None)
-            if current is None and window_exists:
-                return None, None  # Another contender is taking it over.
             if current is None:
                 claim_statements(cursor.db).insert(cursor, new, lease)
                 return new, None
@@ -263,6 +313,14 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             setattr(current, name, value)
         current.attempt += 1
         return True
+
+
+class _Unsettled(Exception):
+    """A row in the claim's way is being written by another transaction."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -494,11 +552,29 @@ class JobRun(models.Model):
         interleave until the block commits or rolls back. Keep the block
         short: while it is open, the next instance cannot take the window over.
         Raises ``ClaimLost`` on entry, writing nothing, if the claim was lost.
+
+        Under REPEATABLE READ or SERIALIZABLE, entering while the heartbeat
+        renews the lease ends the transaction with a serialization failure;
+        nothing of the block has run then, so it is entered again in a new
+        transaction (unless it is nested in one of the caller's).
         """
-        with transaction.atomic(using=self._state.db):
-            if not self._held_rows().update(status=F("status")):
-                raise ClaimLost(self._lost_message())
-            yield
+        db = self._state.db
+        assert db is not None, "a claimed run was saved, so it has a database"
+        waits = retries.pauses() if not connections[db].in_atomic_block else iter(())
+        entered = False
+        while True:
+            try:
+                with transaction.atomic(using=db):
+                    if not self._held_rows().update(status=F("status")):
+                        raise ClaimLost(self._lost_message())
+                    entered = True
+                    yield
+                return
+            except DatabaseError as error:
+                pause = next(waits, None)
+                if entered or pause is None or not retries.is_transient(error):
+                    raise
+            time.sleep(pause)
 
     def _held_rows(self) -> JobRunQuerySet:
         """This run's row, as long as this run still holds it."""

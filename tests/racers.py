@@ -22,7 +22,7 @@ _TRIGGER_VARIABLE = "RACERS_TRIGGER_FD"
 
 
 class Racers:
-    def __init__(self, count: int):
+    def __init__(self, count: int, env: dict[str, str] | None = None):
         self._trigger_read, self._trigger_write = os.pipe()
         self.processes = [
             subprocess.Popen(
@@ -35,6 +35,7 @@ class Racers:
                     **os.environ,
                     **child_environment(),
                     _TRIGGER_VARIABLE: str(self._trigger_read),
+                    **(env or {}),
                 },
             )
             for _ in range(count)
@@ -67,6 +68,8 @@ def _pipes(process: subprocess.Popen[str]) -> tuple[IO[str], IO[str]]:
 
 
 def _serve() -> None:
+    import traceback
+
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
@@ -85,6 +88,11 @@ def _serve() -> None:
         except CommandError as error:
             err.write(str(error))
             returncode = error.returncode
+        except Exception:
+            # What manage.py would print before exiting 1: the racer lives on
+            # to report it, and to race again.
+            err.write(traceback.format_exc())
+            returncode = 1
         result = {"returncode": returncode, "stdout": out.getvalue(), "stderr": err.getvalue()}
         print(json.dumps(result), flush=True)
 
