@@ -210,8 +210,18 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         return run, previous_status
 
     def _skip(self, cursor: CursorWrapper, new: JobRun, reason: str) -> None:
-        """Record that this instance stepped aside, in one INSERT."""
-        claim_statements(cursor.db).skip(cursor, new, reason)
+        """Record that this instance stepped aside, in one INSERT.
+
+        The claim rows decided; a skip row is a note for operators, never
+        worth failing the claim for. On SQLite a holder whose job keeps a
+        write transaction open makes the INSERT give up after the busy
+        timeout: the skip is logged, not recorded, and stays a skip.
+        """
+        try:
+            with _savepoint_if_in_transaction(cursor.db.alias):
+                claim_statements(cursor.db).skip(cursor, new, reason)
+        except DatabaseError as error:
+            events.skip_not_recorded(new.job, new.window, reason, error)
         events.skipped(self.model, new.job, new.window, reason)
 
     def _take(
