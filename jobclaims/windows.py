@@ -9,6 +9,13 @@ the project's ``TIME_ZONE``, so a daily job's window is the local day. Keys of
 windows shorter than a day carry the UTC offset, which keeps the two 01:00
 hours of a daylight-saving change apart. A ``timedelta`` cuts time into fixed
 buckets counted from the Unix epoch, the same on every host.
+
+Every instant has exactly one key. A wall time that a daylight-saving change
+skips or repeats is read the way Python reads it (``fold=0``): one skipped by
+a spring-forward change with the offset before the change, so 02:30 on the
+night New York skips from 02:00 to 03:00 is 03:30 daylight time; one repeated
+by a fall-back change as its first occurrence. An operator who means the
+second 01:30 writes its offset: ``2026-11-01T01:30-05:00``.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 WindowSpec = str | datetime.timedelta
 
-EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+UTC = datetime.timezone.utc
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,7 @@ class CalendarWindow:
     name: str
 
     def key_at(self, moment: datetime.datetime) -> str:
-        local = timezone.localtime(moment)
+        local = _local(moment)
         if self.name == "minutely":
             return local.replace(second=0, microsecond=0).isoformat("T", "minutes")
         if self.name == "hourly":
@@ -96,9 +105,9 @@ class FixedWindow:
         return f"{int(self.size.total_seconds())}-second"
 
     def key_at(self, moment: datetime.datetime) -> str:
-        buckets = (moment - EPOCH) // self.size
+        buckets = (moment.astimezone(UTC) - EPOCH) // self.size
         start = EPOCH + buckets * self.size
-        return timezone.localtime(start).isoformat("T", "seconds")
+        return _local(start).isoformat("T", "seconds")
 
     def keys_between(self, start: datetime.datetime, end: datetime.datetime) -> list[str]:
         """Keys of the buckets from ``start``'s up to, not including, ``end``'s."""
@@ -147,6 +156,9 @@ def _distinct_keys(
     end: datetime.datetime,
     step: datetime.timedelta,
 ) -> list[str]:
+    # Arithmetic on a datetime in a zone with daylight saving adds wall time
+    # (01:00 + 1 h can be 02:00, an hour that does not exist), so step in UTC.
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
     current = window.key_at(end)
     keys: dict[str, None] = {}
     moment = start
@@ -166,6 +178,16 @@ def _moment(text: str) -> datetime.datetime:
     if moment is None:
         raise ValueError(f"{text!r} is not an ISO 8601 date or date-time")
     return _aware(moment)
+
+
+def _local(moment: datetime.datetime) -> datetime.datetime:
+    """``moment`` in the project's time zone, by way of UTC.
+
+    ``localtime()`` returns a datetime already in the current zone as it is,
+    even a wall time that does not exist, whose key would then name an hour
+    no scheduled run has. Through UTC every instant has one wall time.
+    """
+    return timezone.localtime(moment.astimezone(UTC))
 
 
 def _aware(moment: datetime.datetime) -> datetime.datetime:
