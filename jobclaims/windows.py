@@ -31,6 +31,7 @@ WindowSpec = str | datetime.timedelta
 UTC = datetime.timezone.utc
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
+SECOND = datetime.timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,14 @@ CALENDAR_NAMES = ("minutely", "hourly", "daily", "weekly", "monthly")
 def resolve(spec: WindowSpec) -> CalendarWindow | FixedWindow:
     """Turn a job's ``window`` attribute into a window, or explain the fix."""
     if isinstance(spec, datetime.timedelta):
-        if spec <= datetime.timedelta(0):
-            raise ValueError(f"window {spec!r} must be a positive timedelta")
+        # A key names its bucket's start to the second, and the schedule
+        # records the size in whole seconds: under a second, or with a
+        # fraction, two buckets would share a key or a name would lie.
+        if spec < SECOND or spec % SECOND:
+            raise ValueError(
+                f"window {spec!r} must be a whole number of seconds, at least 1, "
+                "like datetime.timedelta(seconds=90)"
+            )
         return FixedWindow(spec)
     if spec in CALENDAR_NAMES:
         return CalendarWindow(spec)
@@ -144,9 +151,16 @@ def resolve(spec: WindowSpec) -> CalendarWindow | FixedWindow:
 
 
 def from_name(name: str) -> CalendarWindow | FixedWindow:
-    """The window a recorded schedule names: the inverse of ``.name``."""
-    if name.endswith("-second"):
-        return FixedWindow(datetime.timedelta(seconds=int(name.removesuffix("-second"))))
+    """The window a recorded schedule names: the inverse of ``.name``.
+
+    Raises ``ValueError`` for a name no window has, such as the ``0-second``
+    that a window under a second was once recorded as.
+    """
+    seconds = name.removesuffix("-second")
+    if seconds != name:
+        if not seconds.isdigit():
+            raise ValueError(f"schedule {name!r} names no window")
+        return resolve(datetime.timedelta(seconds=int(seconds)))
     return resolve(name)
 
 

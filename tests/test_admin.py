@@ -286,3 +286,14 @@ def test_filtering_to_one_job_lists_its_windows_no_instance_claimed(operator):
     page = operator.get(CHANGELIST, {"job__exact": "sync"}).content.decode()
     assert f"1 window of sync was never claimed:\n      {missed}" in page
     assert "never claimed" not in operator.get(CHANGELIST).content.decode()
+
+
+def test_filtering_to_a_job_whose_schedule_names_no_window_lists_its_claims_and_no_missed_ones(
+    operator,
+):
+    run = claim_in_state(State.SUCCEEDED, "flicker", "2026-11-29T10:00:00+00:00")
+    JobRun.objects.filter(pk=run.pk).update(schedule="0-second")
+    response = operator.get(CHANGELIST, {"job__exact": "flicker"})
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == [run]
+    assert "never claimed" not in response.text

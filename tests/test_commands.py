@@ -149,3 +149,13 @@ def test_a_database_without_the_jobclaims_tables_names_the_migrate_command():
     assert status == 1
     assert "run: manage.py migrate jobclaims" in err
     assert not Charge.objects.exists()
+
+
+class SubSecondWindow(ChargeLedger):
+    window = datetime.timedelta(seconds=1.5)
+
+
+def test_a_window_of_a_fraction_of_a_second_is_refused_and_nothing_is_written():
+    with pytest.raises(CommandError, match=r"SubSecondWindow\.window: .* whole number of seconds"):
+        call_command(SubSecondWindow())
+    assert not JobRun.objects.exists()

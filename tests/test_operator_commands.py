@@ -285,3 +285,10 @@ def test_status_lists_the_windows_no_instance_claimed():
     assert f"sync: 2 missed windows: {', '.join(missed)}" in out
     document, _, _ = run_command("jobclaims_status", "--json", "--missed", "--job", "sync")
     assert json.loads(document)["missed_windows"] == {"sync": missed}
+
+
+def test_status_lists_no_missed_windows_for_a_schedule_that_names_no_window():
+    JobRun.objects.claim("flicker", "2026-11-29T10:00:00+00:00", lease=LEASE, schedule="0-second")
+    out, err, status = run_command("jobclaims_status", "--missed")
+    assert status == 0, err
+    assert "missed" not in out

@@ -201,3 +201,30 @@ def test_every_wall_time_of_a_dst_day_names_a_window_the_schedule_lists(spec, da
     for minute in range(0, 24 * 60, 10):
         text = f"{day}T{minute // 60:02d}:{minute % 60:02d}"
         assert window.key_for(text) in keys, text
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        datetime.timedelta(milliseconds=500),
+        datetime.timedelta(seconds=1.5),
+        datetime.timedelta(minutes=1, microseconds=1),
+        datetime.timedelta(0),
+        datetime.timedelta(seconds=-60),
+    ],
+)
+def test_a_fixed_window_its_key_cannot_name_exactly_is_refused_naming_the_fix(spec):
+    with pytest.raises(ValueError, match=r"must be a whole number of seconds, at least 1, like"):
+        windows.resolve(spec)
+
+
+@pytest.mark.parametrize("name", ["0-second", "-5-second", "1.5-second", "x-second", "yearly"])
+def test_a_recorded_schedule_that_names_no_window_is_refused(name):
+    with pytest.raises(ValueError):
+        windows.from_name(name)
+
+
+@pytest.mark.parametrize("spec", [*windows.CALENDAR_NAMES, datetime.timedelta(seconds=90)])
+def test_a_windows_recorded_name_reads_back_as_the_same_window(spec):
+    window = windows.resolve(spec)
+    assert windows.from_name(window.name) == window
