@@ -14,7 +14,7 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import events
+from jobclaims import events, leases
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost
@@ -423,7 +423,8 @@ class JobRun(models.Model):
         """Refuse a claim that the table could not store, naming the fix.
 
         Checked here, before any statement: MariaDB's ``INSERT IGNORE``
-        would cut an overlong value short instead of refusing it.
+        would cut an overlong value short instead of refusing it, and a lease
+        past ``leases.MAX_LEASE`` can end where no database keeps a date.
         """
         for name, value in (("job", job), ("window", window), ("schedule", schedule)):
             field = cls._meta.get_field(name)
@@ -438,8 +439,8 @@ class JobRun(models.Model):
                     f"{name} {value!r} is {len(value)} characters long; "
                     f"shorten it to at most {limit}"
                 )
-        if not isinstance(lease, datetime.timedelta) or lease <= datetime.timedelta():
-            raise ValueError(f"lease must be a positive timedelta, not {lease!r}")
+        if problem := leases.problem(lease):
+            raise ValueError(f"lease {problem}")
 
     def release(self, status: str = Status.SUCCEEDED, error: str = "") -> bool:
         """Record how the run ended and let the job's next run in.

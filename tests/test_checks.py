@@ -50,6 +50,16 @@ def test_a_lease_given_as_a_number_is_error_e003_asking_for_a_timedelta():
     assert "docs/settings.md" in hint(error)
 
 
+@override_settings(JOBCLAIMS={"DEFAULT_LEASE": datetime.timedelta(days=367)})
+def test_a_default_lease_longer_than_a_lease_may_last_is_error_e003_naming_the_fix():
+    [error] = checks.check_settings()
+    assert error.id == "jobclaims.E003"
+    assert error.msg.startswith(
+        "JOBCLAIMS['DEFAULT_LEASE'] is 367 days, 0:00:00, longer than the 366 days "
+        "a lease may last; the heartbeat renews a lease while its job runs"
+    )
+
+
 @override_settings(JOBCLAIMS={"CLOCK_SKEW_WARNING": datetime.timedelta()})
 def test_a_zero_clock_skew_warning_is_error_e003():
     assert ids(checks.check_settings()) == ["jobclaims.E003"]

@@ -218,9 +218,18 @@ def test_a_fixed_window_its_key_cannot_name_exactly_is_refused_naming_the_fix(sp
         windows.resolve(spec)
 
 
-@pytest.mark.parametrize("name", ["0-second", "-5-second", "1.5-second", "x-second", "yearly"])
-def test_a_recorded_schedule_that_names_no_window_is_refused(name):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("0-second", "must be a whole number of seconds"),
+        ("-5-second", "names no window"),
+        ("1.5-second", "names no window"),
+        ("x-second", "names no window"),
+        ("yearly", "unknown window"),
+    ],
+)
+def test_a_recorded_schedule_that_names_no_window_is_refused(name, message):
+    with pytest.raises(ValueError, match=message):
         windows.from_name(name)
 
 
