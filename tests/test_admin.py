@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Permission, User
 from django.db import connection
+from django.template.response import TemplateResponse
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -318,4 +319,6 @@ def test_extra_context_given_to_the_list_wins_over_the_summary(rf, active):
     request.user = staff("view_jobrun")
     model_admin = JobRunAdmin(JobRun, admin.site)
     response = model_admin.changelist_view(request, {"claim_counts": {"active": 7}})
+    assert isinstance(response, TemplateResponse)
+    assert response.context_data is not None
     assert response.context_data["claim_counts"] == {"active": 7}

@@ -196,3 +196,52 @@ def test_manage_py_check_passes_with_the_test_settings():
 def test_manage_py_check_fails_on_a_jobclaims_error():
     with pytest.raises(SystemCheckError, match=r"\(jobclaims\.E001\) USE_TZ is False"):
         call_command("check", stdout=StringIO(), stderr=StringIO())
+
+
+NEW_YORK = override_settings(TIME_ZONE="America/New_York")
+
+
+@NEW_YORK
+def test_a_database_without_time_zone_tables_under_a_local_time_zone_is_warning_w002(
+    monkeypatch,
+):
+    monkeypatch.setattr(connection.features, "has_zoneinfo_database", False)
+    [warning] = checks.check_time_zone_tables(databases=["default"])
+    assert warning.id == "jobclaims.W002"
+    assert "TIME_ZONE is 'America/New_York'" in warning.msg
+    assert "mariadb-tzinfo-to-sql /usr/share/zoneinfo" in hint(warning)
+    assert "mysql_tzinfo_to_sql" in hint(warning)
+    assert "TIME_ZONE = 'UTC'" in hint(warning)
+
+
+def test_a_database_without_time_zone_tables_needs_none_when_time_zone_is_utc(monkeypatch):
+    monkeypatch.setattr(connection.features, "has_zoneinfo_database", False)
+    assert checks.check_time_zone_tables(databases=["default"]) == []
+
+
+@NEW_YORK
+def test_w002_is_left_to_the_checks_that_name_a_database(monkeypatch):
+    monkeypatch.setattr(connection.features, "has_zoneinfo_database", False)
+    assert checks.check_time_zone_tables() == []
+    assert checks.check_time_zone_tables(databases=["replica"]) == []
+
+
+@pytest.mark.django_db
+@NEW_YORK
+def test_w002_is_given_exactly_where_the_admins_list_of_claims_fails():
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from jobclaims.states import State
+    from tests.factories import claim_in_state
+    from tests.test_admin import CHANGELIST
+
+    claim_in_state(State.SUCCEEDED)
+    client = Client()
+    client.force_login(User.objects.create_superuser("root"))
+    warned = ids(checks.check_time_zone_tables(databases=["default"])) == ["jobclaims.W002"]
+    if warned:
+        with pytest.raises(ValueError, match="time zone definitions"):
+            client.get(CHANGELIST)
+    else:
+        assert client.get(CHANGELIST).status_code == 200
