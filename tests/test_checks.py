@@ -245,3 +245,14 @@ def test_w002_is_given_exactly_where_the_admins_list_of_claims_fails():
             client.get(CHANGELIST)
     else:
         assert client.get(CHANGELIST).status_code == 200
+
+
+@pytest.mark.usefixtures("every_database")
+@NEW_YORK
+def test_manage_py_check_database_runs_the_checks_that_ask_the_server(monkeypatch):
+    monkeypatch.setattr(connection.features, "has_zoneinfo_database", False)
+    plain, named = StringIO(), StringIO()
+    call_command("check", stdout=plain, stderr=plain)
+    call_command("check", "--database", "default", stdout=named, stderr=named)
+    assert "jobclaims.W002" not in plain.getvalue()
+    assert "(jobclaims.W002) The 'default' database has no time-zone tables" in named.getvalue()
