@@ -158,7 +158,8 @@ def from_name(name: str) -> CalendarWindow | FixedWindow:
     """
     seconds = name.removesuffix("-second")
     if seconds != name:
-        if not seconds.isdigit():
+        # Also more seconds than a timedelta holds (999,999,999 days).
+        if not seconds.isdigit() or int(seconds) > datetime.timedelta.max // SECOND:
             raise ValueError(f"schedule {name!r} names no window")
         return resolve(datetime.timedelta(seconds=int(seconds)))
     return resolve(name)

@@ -225,6 +225,7 @@ def test_a_fixed_window_its_key_cannot_name_exactly_is_refused_naming_the_fix(sp
         ("-5-second", "names no window"),
         ("1.5-second", "names no window"),
         ("x-second", "names no window"),
+        ("9" * 25 + "-second", "names no window"),
         ("yearly", "unknown window"),
     ],
 )
@@ -237,3 +238,8 @@ def test_a_recorded_schedule_that_names_no_window_is_refused(name, message):
 def test_a_windows_recorded_name_reads_back_as_the_same_window(spec):
     window = windows.resolve(spec)
     assert windows.from_name(window.name) == window
+
+
+def test_the_longest_fixed_window_a_timedelta_holds_reads_back_from_its_name():
+    longest = datetime.timedelta.max // windows.SECOND * windows.SECOND
+    assert windows.from_name(windows.resolve(longest).name) == windows.FixedWindow(longest)
