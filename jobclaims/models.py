@@ -15,7 +15,7 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import events, retries
+from jobclaims import charsets, events, leases, retries
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost
@@ -491,7 +491,8 @@ class JobRun(models.Model):
         """Refuse a claim that the table could not store, naming the fix.
 
         Checked here, before any statement: MariaDB's ``INSERT IGNORE``
-        would cut an overlong value short instead of refusing it.
+        would cut an overlong value short instead of refusing it, and a lease
+        past ``leases.MAX_LEASE`` can end where no database keeps a date.
         """
         for name, value in (("job", job), ("window", window), ("schedule", schedule)):
             field = cls._meta.get_field(name)
@@ -506,8 +507,36 @@ class JobRun(models.Model):
                     f"{name} {value!r} is {len(value)} characters long; "
                     f"shorten it to at most {limit}"
                 )
-        if not isinstance(lease, datetime.timedelta) or lease <= datetime.timedelta():
-            raise ValueError(f"lease must be a positive timedelta, not {lease!r}")
+        cls._refuse_what_a_column_would_lose(job=job, window=window, schedule=schedule)
+        if problem := leases.problem(lease):
+            raise ValueError(f"lease {problem}")
+
+    @classmethod
+    def _refuse_what_a_column_would_lose(cls, **values: str) -> None:
+        """Refuse a 4-byte character where a column would store it as "?" or
+        take it for any other (MariaDB's utf8mb3 and older collations).
+
+        Only a name with such a character asks the database, once per
+        process; see ``jobclaims.charsets``.
+        """
+        wide = {
+            name: char
+            for name, value in values.items()
+            if (char := charsets.needs_four_bytes(value))
+        }
+        if not wide:
+            return
+        connection = connections[jobclaims_settings.claims_database(cls)]
+        tables = [cls._meta.db_table, JobSkip._meta.db_table]
+        lossy = charsets.cached_lossy_columns(connection, tables)
+        for name, char in wide.items():
+            for (table, column), why in sorted(lossy.items()):
+                if column == name:
+                    raise ValueError(
+                        f"{name} {values[name]!r} has {char!r}, a character of 4 bytes, and "
+                        f"the {table}.{column} column {why}; convert the table with "
+                        f"ALTER TABLE {table} {charsets.CONVERSION}, or leave the character out"
+                    )
 
     def release(self, status: str = Status.SUCCEEDED, error: str = "") -> bool:
         """Record how the run ended and let the job's next run in.
