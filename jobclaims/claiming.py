@@ -51,6 +51,7 @@ def claim(
     lease: datetime.timedelta | None = None,
     force: bool = False,
     allow_overlap: bool = False,
+    max_run_time: datetime.timedelta | None = None,
 ) -> Iterator[JobRun]:
     """Run the block as the only holder of ``job``'s current window.
 
@@ -64,9 +65,11 @@ def claim(
             pass  # another server is on it
 
     ``key`` claims an explicit window instead of the current one; ``lease``
-    defaults to ``JOBCLAIMS["DEFAULT_LEASE"]``.
+    defaults to ``JOBCLAIMS["DEFAULT_LEASE"]``. With ``max_run_time`` the
+    lease is not renewed past that long after the claim (see ``holding()``).
     """
     lease = lease or jobclaims_settings.default_lease
+    validate_max_run_time(max_run_time)
     slot = window_key(window, key)
     run = JobRun.objects.claim(
         job,
@@ -78,7 +81,7 @@ def claim(
     )
     if run is None:
         raise NotClaimed(job, slot)
-    with holding(run, lease):
+    with holding(run, lease, max_run_time):
         yield run
 
 
@@ -88,6 +91,7 @@ def claimed(
     window: WindowSpec = "minutely",
     lease: datetime.timedelta | None = None,
     allow_overlap: bool = False,
+    max_run_time: datetime.timedelta | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R | None]]:
     """Decorate a function so it runs at most once per window.
 
@@ -106,7 +110,13 @@ def claimed(
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | None:
             try:
-                with claim(name, window=window, lease=lease, allow_overlap=allow_overlap):
+                with claim(
+                    name,
+                    window=window,
+                    lease=lease,
+                    allow_overlap=allow_overlap,
+                    max_run_time=max_run_time,
+                ):
                     return function(*args, **kwargs)
             except NotClaimed as refused:
                 # Raised on entering the block only: the function never ran.
@@ -118,17 +128,33 @@ def claimed(
     return decorate
 
 
+def validate_max_run_time(max_run_time: datetime.timedelta | None) -> None:
+    """Refuse a maximum run time that is not a positive timedelta (or ``None``)."""
+    if max_run_time is None:
+        return
+    if not isinstance(max_run_time, datetime.timedelta) or max_run_time <= datetime.timedelta():
+        raise ValueError(
+            f"max_run_time must be a positive timedelta, or None for no limit, not {max_run_time!r}"
+        )
+
+
 @contextmanager
-def holding(run: JobRun, lease: datetime.timedelta) -> Iterator[JobRun]:
+def holding(
+    run: JobRun,
+    lease: datetime.timedelta,
+    max_run_time: datetime.timedelta | None = None,
+) -> Iterator[JobRun]:
     """Hold ``run``'s claim while the block runs, then record how it ended.
 
-    The lease is renewed in the background. The claim is recorded
-    succeeded when the block returns and failed, with the error, when it
-    raises. If the claim was lost meanwhile nothing is recorded over the new
-    holder, and ``ClaimLost`` is raised.
+    The lease is renewed in the background, until ``max_run_time`` after the
+    claim if one is given: a run that hangs then loses its claim to the next
+    instance, as a crashed one does. The claim is recorded succeeded when the
+    block returns and failed, with the error, when it raises. If the claim was
+    lost meanwhile nothing is recorded over the new holder, and ``ClaimLost``
+    is raised.
     """
     try:
-        with Heartbeat(run, lease):
+        with Heartbeat(run, lease, max_run_time):
             yield run
     except ClaimLost:
         raise
@@ -138,8 +164,9 @@ def holding(run: JobRun, lease: datetime.timedelta) -> Iterator[JobRun]:
     if not run.release(JobRun.Status.SUCCEEDED):
         raise ClaimLost(
             f"{run.job} {run.window} was taken over by another instance while "
-            "this one ran (it stopped renewing its lease, paused or cut off), "
-            "so its success was not recorded"
+            "this one ran (its lease ended: it stopped renewing it, paused, was "
+            "cut off, expired by an operator or ran past its max run time), so "
+            "its success was not recorded"
         )
 
 

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobclaims import windows
-from jobclaims.claiming import holding, window_key
+from jobclaims.claiming import holding, validate_max_run_time, window_key
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted
 from jobclaims.models import JobRun
@@ -45,11 +45,11 @@ class JobCommand(BaseCommand):
     - held by another instance, or the window already succeeded: the command
       says who holds it until when, and exits 0. Skipping is normal.
 
-    While ``run_job()`` runs, a heartbeat renews the lease every third of it,
-    and SIGTERM or SIGINT record the claim failed ("interrupted") so the next
-    instance need not wait out the lease. A job that writes to the claim's
-    database can make each write conditional on still holding the claim with
-    ``with run.fenced():``.
+    While ``run_job()`` runs, a heartbeat renews the lease every third of it
+    (up to ``max_run_time``, if set), and SIGTERM or SIGINT record the claim
+    failed ("interrupted") so the next instance need not wait out the lease.
+    A job that writes to the claim's database can make each write conditional
+    on still holding the claim with ``with run.fenced():``.
 
     Subclasses implement ``run_job()`` and may set the class attributes.
     """
@@ -64,6 +64,9 @@ class JobCommand(BaseCommand):
     lease: datetime.timedelta | None = None
     #: Let a run start while another window's run of this job still holds it.
     allow_overlap: bool = False
+    #: Stop renewing the lease this long after the claim, so a run that hangs
+    #: loses its window to the next instance; None: renew for as long as it runs.
+    max_run_time: datetime.timedelta | None = None
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -93,6 +96,7 @@ class JobCommand(BaseCommand):
         lease = options["lease"] or self.lease or jobclaims_settings.default_lease
         window = self._window_key(options["window_key"])
         try:
+            validate_max_run_time(self.max_run_time)
             run = JobRun.objects.claim(
                 job,
                 window,
@@ -171,7 +175,7 @@ class JobCommand(BaseCommand):
         options: dict[str, Any],
     ) -> None:
         try:
-            with _stop_on_signals(), holding(run, lease):
+            with _stop_on_signals(), holding(run, lease, self.max_run_time):
                 self.run_job(run, *args, **options)
         except JobInterrupted as interrupt:
             raise CommandError(

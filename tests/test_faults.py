@@ -103,6 +103,41 @@ def test_a_stop_signal_records_the_claim_failed_and_the_next_instance_runs_at_on
     assert JobRun.objects.get().attempt == 2
 
 
+def test_a_hung_run_expired_by_an_operator_is_taken_over_by_the_next_instance():
+    [hung] = start("charge_hung", "--window", WINDOW, "--lease", "3", "--hang", "8")
+    wait_until(Charge.objects.exists, "the hung run to start")
+    [expired] = race("jobclaims_expire", "charge_hung", instances=1)
+    assert expired.stdout.startswith("Expired 1 claim of charge_hung"), expired
+    time.sleep(2)  # Two heartbeats of the hung run, each of which used to renew.
+
+    [successor] = race("charge_hung", "--window", WINDOW, "--hang", "0", instances=1)
+    assert successor.outcome == "ran", successor
+    late = hung.finish()
+    assert late.returncode == 1
+    assert "ended before its renewal" in late.stderr
+    assert "so its success was not recorded" in late.stderr
+    run = JobRun.objects.get()
+    assert (run.status, run.attempt) == (JobRun.Status.SUCCEEDED, 2)
+
+
+def test_a_hung_run_past_its_max_run_time_is_taken_over_by_the_next_instance():
+    [hung] = start(
+        "charge_hung", "--window", WINDOW, "--lease", "1", "--max-run-time", "2", "--hang", "8"
+    )
+    wait_until(Charge.objects.exists, "the hung run to start")
+    wait_until(JobRun.objects.expired().exists, "the lease to end at the max run time")
+    run = JobRun.objects.get()
+    assert run.expires_at == run.claimed_at + datetime.timedelta(seconds=2)
+
+    [successor] = race("charge_hung", "--window", WINDOW, "--hang", "0", instances=1)
+    assert successor.outcome == "ran", successor
+    late = hung.finish()
+    assert late.returncode == 1
+    assert "reached its max run time" in late.stderr
+    assert "so its success was not recorded" in late.stderr
+    assert Charge.objects.filter(attempt=2).count() == 1
+
+
 def cut_other_connections() -> int:
     """End every other session on the test database, as a failover would."""
     with connection.cursor() as cursor:
