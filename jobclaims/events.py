@@ -3,14 +3,21 @@
 Log records go to the ``jobclaims`` logger with ``job``, ``window``,
 ``owner`` and ``attempt`` as structured fields (``extra``), so a JSON log
 formatter can index them. Skips are INFO: stepping aside is normal.
+
+Signals are sent robustly: a receiver is there to count or to alert, and
+one that raises must not stop the claim it hears about. Raised from
+``claim_acquired``, its error would leave the claim running and the job not
+run, blocking the window until the lease ran out. Its error is logged, with
+its traceback, and every other receiver still runs.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from django.dispatch import Signal
 from django.utils import timezone
 
 from jobclaims import signals
@@ -29,7 +36,7 @@ def _fields(run: JobRun) -> dict[str, object]:
 def acquired(run: JobRun, previous_status: str | None) -> None:
     logger.info("Claimed %s %s (attempt %d)", run.job, run.window, run.attempt, extra=_fields(run))
     _warn_of_clock_skew(run)
-    signals.claim_acquired.send(type(run), run=run)
+    _send("claim_acquired", type(run), _fields(run), run=run)
     if previous_status is not None:
         logger.info(
             "Took over %s %s from a %s run",
@@ -38,7 +45,13 @@ def acquired(run: JobRun, previous_status: str | None) -> None:
             previous_status,
             extra={**_fields(run), "previous_status": previous_status},
         )
-        signals.claim_taken_over.send(type(run), run=run, previous_status=previous_status)
+        _send(
+            "claim_taken_over",
+            type(run),
+            _fields(run),
+            run=run,
+            previous_status=previous_status,
+        )
 
 
 def _warn_of_clock_skew(run: JobRun) -> None:
@@ -68,7 +81,14 @@ def skipped(model: type[JobRun], job: str, window: str, reason: str) -> None:
         reason,
         extra={"job": job, "window": window, "reason": reason},
     )
-    signals.claim_skipped.send(model, job=job, window=window, reason=reason)
+    _send(
+        "claim_skipped",
+        model,
+        {"job": job, "window": window},
+        job=job,
+        window=window,
+        reason=reason,
+    )
 
 
 def finished(run: JobRun) -> None:
@@ -90,4 +110,25 @@ def finished(run: JobRun) -> None:
         duration.total_seconds(),
         extra={**_fields(run), "status": run.status, "duration": duration},
     )
-    signals.run_finished.send(type(run), run=run, status=run.status, duration=duration)
+    _send("run_finished", type(run), _fields(run), run=run, status=run.status, duration=duration)
+
+
+def _send(name: str, sender: type[JobRun], fields: dict[str, object], **named: Any) -> None:
+    """Send the signal ``name`` to every receiver, and log each receiver's error.
+
+    Django logs it too, on ``django.dispatch``; here it goes to the
+    ``jobclaims`` logger with the claim's fields, beside the claim's story.
+    """
+    signal: Signal = getattr(signals, name)
+    for receiver, response in signal.send_robust(sender, **named):
+        if isinstance(response, Exception):
+            receiver_name = getattr(receiver, "__qualname__", repr(receiver))
+            logger.error(
+                "A receiver of %s, %s, raised %s: %s; the claim went on without it",
+                name,
+                receiver_name,
+                type(response).__name__,
+                response,
+                exc_info=response,
+                extra={**fields, "receiver": receiver_name},
+            )
