@@ -13,6 +13,7 @@ its traceback, and every other receiver still runs.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import socket
 from typing import TYPE_CHECKING, Any
@@ -99,18 +100,44 @@ def finished(run: JobRun) -> None:
     """
     if not (signals.run_finished.has_listeners() or logger.isEnabledFor(logging.INFO)):
         return
-    finished_at = run.finished_at
-    assert finished_at is not None, "release() set it before announcing the outcome"
-    duration = finished_at - run.claimed_at
-    logger.info(
-        "Finished %s %s: %s in %.3f s",
-        run.job,
-        run.window,
-        run.status,
-        duration.total_seconds(),
-        extra={**_fields(run), "status": run.status, "duration": duration},
-    )
+    duration = _duration(run)
+    if duration is None:
+        logger.info(
+            "Finished %s %s: %s; taken over since, so its duration is unknown",
+            run.job,
+            run.window,
+            run.status,
+            extra={**_fields(run), "status": run.status, "duration": None},
+        )
+    else:
+        logger.info(
+            "Finished %s %s: %s in %.3f s",
+            run.job,
+            run.window,
+            run.status,
+            duration.total_seconds(),
+            extra={**_fields(run), "status": run.status, "duration": duration},
+        )
     _send("run_finished", type(run), _fields(run), run=run, status=run.status, duration=duration)
+
+
+def _duration(run: JobRun) -> datetime.timedelta | None:
+    """How long ``run`` took by the database clock; ``None`` once its row is another's.
+
+    ``release()`` stamped ``finished_at`` in an UPDATE that cannot return it
+    on MariaDB, so it is read back, and only from the row that still carries
+    this run's token: another instance may have taken the window over in
+    between (a forced rerun, the retry of a failure) and cleared it.
+    """
+    finished_at = (
+        type(run)
+        .objects.using(run._state.db)
+        .filter(pk=run.pk, token=run.token)
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+    run.finished_at = finished_at
+    return None if finished_at is None else finished_at - run.claimed_at
 
 
 def _send(name: str, sender: type[JobRun], fields: dict[str, object], **named: Any) -> None:

@@ -25,5 +25,6 @@ claim_taken_over = Signal()
 claim_skipped = Signal()
 
 #: A run recorded its outcome: ``run``, ``status`` ("succeeded" or "failed")
-#: and ``duration`` (a timedelta, by the database clock).
+#: and ``duration`` (a timedelta, by the database clock; None when another
+#: instance took the window over before the finish time could be read).
 run_finished = Signal()

@@ -33,6 +33,17 @@ def read_until(instance: Instance, text: str) -> None:
     raise AssertionError(f"the instance ended before printing {text!r}")
 
 
+def wait_stopped(instance: Instance) -> None:
+    """Wait until the instance's process is stopped (SIGSTOP), as ``ps`` shows ``T``."""
+    stat = f"/proc/{instance.process.pid}/stat"
+
+    def stopped() -> bool:
+        with open(stat) as status:
+            return status.read().rpartition(")")[2].split()[0] == "T"
+
+    wait_until(stopped, "the instance to stop itself")
+
+
 def test_a_run_three_times_longer_than_its_lease_is_never_taken_over_while_alive():
     [long_run] = start("charge_ledger", "--window", WINDOW, "--lease", "1", "--hold", "3")
     wait_until(Charge.objects.exists, "the long run to start")
@@ -136,6 +147,27 @@ def test_a_hung_run_past_its_max_run_time_is_taken_over_by_the_next_instance():
     assert "reached its max run time" in late.stderr
     assert "so its success was not recorded" in late.stderr
     assert Charge.objects.filter(attempt=2).count() == 1
+
+
+def test_a_takeover_just_after_the_outcome_is_recorded_does_not_crash_the_released_run():
+    [released] = start(
+        "charge_ledger",
+        "--window",
+        WINDOW,
+        env={"TESTAPP_STOP_AROUND_RELEASE": "after", "TESTAPP_LOG": "INFO"},
+    )
+    read_until(released, "stopped after recording the outcome")
+    wait_stopped(released)
+    [rerun] = start("charge_ledger", "--window", WINDOW, "--force", "--hold", "30")
+    try:
+        wait_until(lambda: JobRun.objects.running().filter(attempt=2).exists(), "the rerun")
+        os.kill(released.process.pid, signal.SIGCONT)
+        result = released.finish(timeout=10)
+    finally:
+        rerun.stop()
+    assert result.returncode == 0, result
+    assert "taken over since, so its duration is unknown" in result.stderr
+    assert "Ran charge_ledger" in result.stdout
 
 
 def cut_other_connections() -> int:
