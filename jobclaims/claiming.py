@@ -22,6 +22,7 @@ from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, NotClaimed
 from jobclaims.heartbeat import Heartbeat
 from jobclaims.models import JobRun
+from jobclaims.stopping import stops_held_back
 from jobclaims.windows import WindowSpec, resolve
 
 logger = logging.getLogger("jobclaims")
@@ -151,7 +152,8 @@ def holding(
     instance, as a crashed one does. The claim is recorded succeeded when the
     block returns and failed, with the error, when it raises. If the claim was
     lost meanwhile nothing is recorded over the new holder, and ``ClaimLost``
-    is raised.
+    is raised. Stop signals are held back while the outcome is recorded (see
+    ``jobclaims.stopping``).
     """
     try:
         with Heartbeat(run, lease, max_run_time):
@@ -159,9 +161,12 @@ def holding(
     except ClaimLost:
         raise
     except BaseException as error:
-        record_failure(run, error)
+        with stops_held_back():
+            record_failure(run, error)
         raise
-    if not run.release(JobRun.Status.SUCCEEDED):
+    with stops_held_back():
+        released = run.release(JobRun.Status.SUCCEEDED)
+    if not released:
         raise ClaimLost(
             f"{run.job} {run.window} was taken over by another instance while "
             "this one ran (its lease ended: it stopped renewing it, paused, was "

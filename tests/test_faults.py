@@ -149,6 +149,21 @@ def test_a_hung_run_past_its_max_run_time_is_taken_over_by_the_next_instance():
     assert Charge.objects.filter(attempt=2).count() == 1
 
 
+@pytest.mark.parametrize("moment", ["before", "after"])
+def test_a_stop_signal_while_the_outcome_is_recorded_is_reported_as_what_was_recorded(moment):
+    [stopped] = start(
+        "charge_ledger", "--window", WINDOW, env={"TESTAPP_STOP_AROUND_RELEASE": moment}
+    )
+    read_until(stopped, f"stopped {moment} recording the outcome")
+    wait_stopped(stopped)
+    os.kill(stopped.process.pid, signal.SIGTERM)
+    os.kill(stopped.process.pid, signal.SIGCONT)
+    result = stopped.finish(timeout=10)
+    assert result.returncode == 128 + signal.SIGTERM
+    assert "interrupted by SIGTERM; it had finished, and its success is recorded" in result.stderr
+    assert JobRun.objects.get().status == JobRun.Status.SUCCEEDED
+
+
 def test_a_takeover_just_after_the_outcome_is_recorded_does_not_crash_the_released_run():
     [released] = start(
         "charge_ledger",
