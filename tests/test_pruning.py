@@ -56,14 +56,13 @@ def test_a_backfill_claimed_after_the_latest_window_does_not_cost_that_window_it
 
 
 def test_the_latest_window_is_kept_for_each_schedule_a_job_had():
-    old = 40 * DAY
-    for window, schedule in [
-        ("2026-09-01T09:00+00:00", "hourly"),
-        ("2026-09-01T10:00+00:00", "hourly"),
-        ("2026-09-01", "daily"),
-        ("2026-09-02", "daily"),
+    for days_ago, window, schedule in [
+        (44, "2026-09-01T09:00+00:00", "hourly"),
+        (43, "2026-09-01T10:00+00:00", "hourly"),
+        (42, "2026-09-01", "daily"),
+        (41, "2026-09-02", "daily"),
     ]:
-        claim_in_state(State.SUCCEEDED, "report", window, age=old, schedule=schedule)
+        claim_in_state(State.SUCCEEDED, "report", window, age=days_ago * DAY, schedule=schedule)
     # A rerun of the first hour, claimed last.
     JobRun.objects.filter(window="2026-09-01T09:00+00:00").update(claimed_at=database_now())
     assert prune(MONTH) == 1
