@@ -115,7 +115,7 @@ def test_a_stop_signal_records_the_claim_failed_and_the_next_instance_runs_at_on
 
 
 def test_a_hung_run_expired_by_an_operator_is_taken_over_by_the_next_instance():
-    [hung] = start("charge_hung", "--window", WINDOW, "--lease", "3", "--hang", "8")
+    [hung] = start("charge_hung", "--window", WINDOW, "--lease", "3")
     wait_until(Charge.objects.exists, "the hung run to start")
     [expired] = race("jobclaims_expire", "charge_hung", instances=1)
     assert expired.stdout.startswith("Expired 1 claim of charge_hung"), expired
@@ -123,6 +123,7 @@ def test_a_hung_run_expired_by_an_operator_is_taken_over_by_the_next_instance():
 
     [successor] = race("charge_hung", "--window", WINDOW, "--hang", "0", instances=1)
     assert successor.outcome == "ran", successor
+    os.kill(hung.process.pid, signal.SIGUSR1)  # It wakes up at last.
     late = hung.finish()
     assert late.returncode == 1
     assert "ended before its renewal" in late.stderr
@@ -132,9 +133,7 @@ def test_a_hung_run_expired_by_an_operator_is_taken_over_by_the_next_instance():
 
 
 def test_a_hung_run_past_its_max_run_time_is_taken_over_by_the_next_instance():
-    [hung] = start(
-        "charge_hung", "--window", WINDOW, "--lease", "1", "--max-run-time", "2", "--hang", "8"
-    )
+    [hung] = start("charge_hung", "--window", WINDOW, "--lease", "1", "--max-run-time", "2")
     wait_until(Charge.objects.exists, "the hung run to start")
     wait_until(JobRun.objects.expired().exists, "the lease to end at the max run time")
     run = JobRun.objects.get()
@@ -142,6 +141,7 @@ def test_a_hung_run_past_its_max_run_time_is_taken_over_by_the_next_instance():
 
     [successor] = race("charge_hung", "--window", WINDOW, "--hang", "0", instances=1)
     assert successor.outcome == "ran", successor
+    os.kill(hung.process.pid, signal.SIGUSR1)
     late = hung.finish()
     assert late.returncode == 1
     assert "reached its max run time" in late.stderr
