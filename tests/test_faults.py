@@ -133,11 +133,12 @@ def test_a_hung_run_expired_by_an_operator_is_taken_over_by_the_next_instance():
 
 
 def test_a_hung_run_past_its_max_run_time_is_taken_over_by_the_next_instance():
-    [hung] = start("charge_hung", "--window", WINDOW, "--lease", "1", "--max-run-time", "2")
+    # Renewed every second, up to the max run time, twice the lease.
+    [hung] = start("charge_hung", "--window", WINDOW, "--lease", "3", "--max-run-time", "6")
     wait_until(Charge.objects.exists, "the hung run to start")
     wait_until(JobRun.objects.expired().exists, "the lease to end at the max run time")
     run = JobRun.objects.get()
-    assert run.expires_at == run.claimed_at + datetime.timedelta(seconds=2)
+    assert run.expires_at == run.claimed_at + datetime.timedelta(seconds=6)
 
     [successor] = race("charge_hung", "--window", WINDOW, "--hang", "0", instances=1)
     assert successor.outcome == "ran", successor
