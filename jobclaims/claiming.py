@@ -23,6 +23,7 @@ from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, NotClaimed
 from jobclaims.heartbeat import Heartbeat
 from jobclaims.models import JobRun
+from jobclaims.stopping import stops_held_back
 from jobclaims.windows import WindowSpec, resolve
 
 logger = logging.getLogger("jobclaims")
@@ -52,6 +53,7 @@ def claim(
     lease: datetime.timedelta | None = None,
     force: bool = False,
     allow_overlap: bool = False,
+    max_run_time: datetime.timedelta | None = None,
 ) -> Iterator[JobRun]:
     """Run the block as the only holder of ``job``'s current window.
 
@@ -65,11 +67,14 @@ def claim(
             pass  # another server is on it
 
     ``key`` claims an explicit window instead of the current one; ``lease``
-    defaults to ``JOBCLAIMS["DEFAULT_LEASE"]``. A bad window or lease raises
-    ``ValueError`` naming the fix, before anything is written.
+    defaults to ``JOBCLAIMS["DEFAULT_LEASE"]``. With ``max_run_time`` the
+    lease is not renewed past that long after the claim (see ``holding()``).
+    A bad window, lease or maximum run time raises ``ValueError`` naming the
+    fix, before anything is written.
     """
     if lease is None:
         lease = jobclaims_settings.default_lease
+    validate_max_run_time(max_run_time)
     slot = window_key(window, key)
     run = JobRun.objects.claim(
         job,
@@ -81,7 +86,7 @@ def claim(
     )
     if run is None:
         raise NotClaimed(job, slot)
-    with holding(run, lease):
+    with holding(run, lease, max_run_time):
         yield run
 
 
@@ -91,6 +96,7 @@ def claimed(
     window: WindowSpec = "minutely",
     lease: datetime.timedelta | None = None,
     allow_overlap: bool = False,
+    max_run_time: datetime.timedelta | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R | None]]:
     """Decorate a function so it runs at most once per window.
 
@@ -114,7 +120,13 @@ def claimed(
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | None:
             try:
-                with claim(name, window=window, lease=lease, allow_overlap=allow_overlap):
+                with claim(
+                    name,
+                    window=window,
+                    lease=lease,
+                    allow_overlap=allow_overlap,
+                    max_run_time=max_run_time,
+                ):
                     return function(*args, **kwargs)
             except NotClaimed as refused:
                 # Raised on entering the block only: the function never ran.
@@ -126,28 +138,49 @@ def claimed(
     return decorate
 
 
+def validate_max_run_time(max_run_time: datetime.timedelta | None) -> None:
+    """Refuse a maximum run time that is not a positive timedelta (or ``None``)."""
+    if max_run_time is None:
+        return
+    if not isinstance(max_run_time, datetime.timedelta) or max_run_time <= datetime.timedelta():
+        raise ValueError(
+            f"max_run_time must be a positive timedelta, or None for no limit, not {max_run_time!r}"
+        )
+
+
 @contextmanager
-def holding(run: JobRun, lease: datetime.timedelta) -> Iterator[JobRun]:
+def holding(
+    run: JobRun,
+    lease: datetime.timedelta,
+    max_run_time: datetime.timedelta | None = None,
+) -> Iterator[JobRun]:
     """Hold ``run``'s claim while the block runs, then record how it ended.
 
-    The lease is renewed in the background. The claim is recorded
-    succeeded when the block returns and failed, with the error, when it
-    raises. If the claim was lost meanwhile nothing is recorded over the new
-    holder, and ``ClaimLost`` is raised.
+    The lease is renewed in the background, until ``max_run_time`` after the
+    claim if one is given: a run that hangs then loses its claim to the next
+    instance, as a crashed one does. The claim is recorded succeeded when the
+    block returns and failed, with the error, when it raises. If the claim was
+    lost meanwhile nothing is recorded over the new holder, and ``ClaimLost``
+    is raised. Stop signals are held back while the outcome is recorded (see
+    ``jobclaims.stopping``).
     """
     try:
-        with Heartbeat(run, lease):
+        with Heartbeat(run, lease, max_run_time):
             yield run
     except ClaimLost:
         raise
     except BaseException as error:
-        record_failure(run, error)
+        with stops_held_back():
+            record_failure(run, error)
         raise
-    if not run.release(JobRun.Status.SUCCEEDED):
+    with stops_held_back():
+        released = run.release(JobRun.Status.SUCCEEDED)
+    if not released:
         raise ClaimLost(
             f"{run.job} {run.window} was taken over by another instance while "
-            "this one ran (it stopped renewing its lease, paused or cut off), "
-            "so its success was not recorded"
+            "this one ran (its lease ended: it stopped renewing it, paused, was "
+            "cut off, expired by an operator or ran past its max run time), so "
+            "its success was not recorded"
         )
 
 

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -17,10 +13,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobclaims import leases, retries, windows
-from jobclaims.claiming import holding, window_key
+from jobclaims.claiming import holding, validate_max_run_time, window_key
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted
 from jobclaims.models import JobRun
+from jobclaims.stopping import interrupting_on_stop_signals
 
 
 def positive_seconds(text: str) -> datetime.timedelta:
@@ -55,11 +52,11 @@ class JobCommand(BaseCommand):
     - held by another instance, or the window already succeeded: the command
       says who holds it until when, and exits 0. Skipping is normal.
 
-    While ``run_job()`` runs, a heartbeat renews the lease every third of it,
-    and SIGTERM or SIGINT record the claim failed ("interrupted") so the next
-    instance need not wait out the lease. A job that writes to the claim's
-    database can make each write conditional on still holding the claim with
-    ``with run.fenced():``.
+    While ``run_job()`` runs, a heartbeat renews the lease every third of it
+    (up to ``max_run_time``, if set), and SIGTERM or SIGINT record the claim
+    failed ("interrupted") so the next instance need not wait out the lease.
+    A job that writes to the claim's database can make each write conditional
+    on still holding the claim with ``with run.fenced():``.
 
     Subclasses implement ``run_job()`` and may set the class attributes.
     """
@@ -74,6 +71,9 @@ class JobCommand(BaseCommand):
     lease: datetime.timedelta | None = None
     #: Let a run start while another window's run of this job still holds it.
     allow_overlap: bool = False
+    #: Stop renewing the lease this long after the claim, so a run that hangs
+    #: loses its window to the next instance; None: renew for as long as it runs.
+    max_run_time: datetime.timedelta | None = None
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -103,6 +103,7 @@ class JobCommand(BaseCommand):
         lease = self._lease(options["lease"])
         window = self._window_key(options["window_key"])
         try:
+            validate_max_run_time(self.max_run_time)
             run = JobRun.objects.claim(
                 job,
                 window,
@@ -197,12 +198,11 @@ class JobCommand(BaseCommand):
         options: dict[str, Any],
     ) -> None:
         try:
-            with _stop_on_signals(), holding(run, lease):
+            with interrupting_on_stop_signals(), holding(run, lease, self.max_run_time):
                 self.run_job(run, *args, **options)
         except JobInterrupted as interrupt:
             raise CommandError(
-                f"{run} was {interrupt}; its claim is released as failed, so "
-                "the next run may start at once",
+                f"{run} was {interrupt}; {_recorded(run)}",
                 returncode=128 + interrupt.signum,
             ) from interrupt
         except ClaimLost as lost:
@@ -210,28 +210,16 @@ class JobCommand(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
 
 
-@contextmanager
-def _stop_on_signals() -> Iterator[None]:
-    """Turn SIGTERM and SIGINT into ``JobInterrupted`` while a job runs.
-
-    Signal handlers can only be set in the main thread; elsewhere (a command
-    called from a worker thread) the process's own handling applies.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise JobInterrupted(signum)
-
-    previous = {
-        signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGINT)
-    }
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+def _recorded(run: JobRun) -> str:
+    """What an interrupted run's claim says now: release() sets its status."""
+    if run.status == JobRun.Status.FAILED:
+        return "its claim is released as failed, so the next run may start at once"
+    if run.status == JobRun.Status.SUCCEEDED:
+        return "it had finished, and its success is recorded"
+    return (
+        "its outcome could not be recorded (its claim was lost, or the database "
+        "failed), so the next run takes the window over when the lease ends"
+    )
 
 
 def _local(moment: datetime.datetime | None) -> str:

@@ -3,14 +3,22 @@
 Log records go to the ``jobclaims`` logger with ``job``, ``window``,
 ``owner`` and ``attempt`` as structured fields (``extra``), so a JSON log
 formatter can index them. Skips are INFO: stepping aside is normal.
+
+Signals are sent robustly: a receiver is there to count or to alert, and
+one that raises must not stop the claim it hears about. Raised from
+``claim_acquired``, its error would leave the claim running and the job not
+run, blocking the window until the lease ran out. Its error is logged, with
+its traceback, and every other receiver still runs.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from django.dispatch import Signal
 from django.utils import timezone
 
 from jobclaims import signals
@@ -29,7 +37,7 @@ def _fields(run: JobRun) -> dict[str, object]:
 def acquired(run: JobRun, previous_status: str | None) -> None:
     logger.info("Claimed %s %s (attempt %d)", run.job, run.window, run.attempt, extra=_fields(run))
     _warn_of_clock_skew(run)
-    signals.claim_acquired.send(type(run), run=run)
+    _send("claim_acquired", type(run), _fields(run), run=run)
     if previous_status is not None:
         logger.info(
             "Took over %s %s from a %s run",
@@ -38,7 +46,13 @@ def acquired(run: JobRun, previous_status: str | None) -> None:
             previous_status,
             extra={**_fields(run), "previous_status": previous_status},
         )
-        signals.claim_taken_over.send(type(run), run=run, previous_status=previous_status)
+        _send(
+            "claim_taken_over",
+            type(run),
+            _fields(run),
+            run=run,
+            previous_status=previous_status,
+        )
 
 
 def _warn_of_clock_skew(run: JobRun) -> None:
@@ -68,7 +82,14 @@ def skipped(model: type[JobRun], job: str, window: str, reason: str) -> None:
         reason,
         extra={"job": job, "window": window, "reason": reason},
     )
-    signals.claim_skipped.send(model, job=job, window=window, reason=reason)
+    _send(
+        "claim_skipped",
+        model,
+        {"job": job, "window": window},
+        job=job,
+        window=window,
+        reason=reason,
+    )
 
 
 def skip_not_recorded(job: str, window: str, reason: str, error: Exception) -> None:
@@ -90,15 +111,62 @@ def finished(run: JobRun) -> None:
     """
     if not (signals.run_finished.has_listeners() or logger.isEnabledFor(logging.INFO)):
         return
-    finished_at = run.finished_at
-    assert finished_at is not None, "release() set it before announcing the outcome"
-    duration = finished_at - run.claimed_at
-    logger.info(
-        "Finished %s %s: %s in %.3f s",
-        run.job,
-        run.window,
-        run.status,
-        duration.total_seconds(),
-        extra={**_fields(run), "status": run.status, "duration": duration},
+    duration = _duration(run)
+    if duration is None:
+        logger.info(
+            "Finished %s %s: %s; taken over since, so its duration is unknown",
+            run.job,
+            run.window,
+            run.status,
+            extra={**_fields(run), "status": run.status, "duration": None},
+        )
+    else:
+        logger.info(
+            "Finished %s %s: %s in %.3f s",
+            run.job,
+            run.window,
+            run.status,
+            duration.total_seconds(),
+            extra={**_fields(run), "status": run.status, "duration": duration},
+        )
+    _send("run_finished", type(run), _fields(run), run=run, status=run.status, duration=duration)
+
+
+def _duration(run: JobRun) -> datetime.timedelta | None:
+    """How long ``run`` took by the database clock; ``None`` once its row is another's.
+
+    ``release()`` stamped ``finished_at`` in an UPDATE that cannot return it
+    on MariaDB, so it is read back, and only from the row that still carries
+    this run's token: another instance may have taken the window over in
+    between (a forced rerun, the retry of a failure) and cleared it.
+    """
+    finished_at = (
+        type(run)
+        .objects.using(run._state.db)
+        .filter(pk=run.pk, token=run.token)
+        .values_list("finished_at", flat=True)
+        .first()
     )
-    signals.run_finished.send(type(run), run=run, status=run.status, duration=duration)
+    run.finished_at = finished_at
+    return None if finished_at is None else finished_at - run.claimed_at
+
+
+def _send(name: str, sender: type[JobRun], fields: dict[str, object], **named: Any) -> None:
+    """Send the signal ``name`` to every receiver, and log each receiver's error.
+
+    Django logs it too, on ``django.dispatch``; here it goes to the
+    ``jobclaims`` logger with the claim's fields, beside the claim's story.
+    """
+    signal: Signal = getattr(signals, name)
+    for receiver, response in signal.send_robust(sender, **named):
+        if isinstance(response, Exception):
+            receiver_name = getattr(receiver, "__qualname__", repr(receiver))
+            logger.error(
+                "A receiver of %s, %s, raised %s: %s; the claim went on without it",
+                name,
+                receiver_name,
+                type(response).__name__,
+                response,
+                exc_info=response,
+                extra={**fields, "receiver": receiver_name},
+            )

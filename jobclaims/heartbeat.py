@@ -4,6 +4,12 @@ A lease short enough to free a crashed run's window quickly is shorter than
 many healthy runs. The heartbeat renews it every third of the lease, so a
 live run keeps its claim through two missed renewals and a dead one loses it
 within one lease.
+
+The heartbeat is a thread of its own, so it beats on while the job's main
+thread hangs. Two things stop it: a renewal that finds the lease ended (an
+operator expired it, or it lapsed) treats the claim as lost and renews no
+more, and a maximum run time past which the lease is not extended, so a hung
+run loses its window to the next instance as a crashed one does.
 """
 
 from __future__ import annotations
@@ -23,12 +29,20 @@ class Heartbeat:
     """Renews a claim's lease from a thread with its own database connection.
 
     Use it as a context manager around the work. It stops renewing as soon as
-    a renewal finds the claim taken over: it never keeps a lost claim alive.
+    a renewal finds the lease ended or the claim taken over: it never keeps a
+    lost claim alive. With ``max_run_time`` it extends the lease no further
+    than that long after the claim, by the database clock.
     """
 
-    def __init__(self, run: JobRun, lease: datetime.timedelta):
+    def __init__(
+        self,
+        run: JobRun,
+        lease: datetime.timedelta,
+        max_run_time: datetime.timedelta | None = None,
+    ):
         self.run = run
         self.lease = lease
+        self.deadline = _deadline(run, max_run_time)
         self.lost = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(
@@ -46,26 +60,59 @@ class Heartbeat:
     def _beat(self) -> None:
         interval = self.lease.total_seconds() / 3
         try:
-            while not self._stopped.wait(interval):
+            while not self._past_deadline() and not self._stopped.wait(interval):
                 if not self._renew():
                     self.lost.set()
+                    logger.warning(
+                        "The lease of %s ended before its renewal (expired by an "
+                        "operator, or it lapsed); it is no longer renewed, and the "
+                        "next instance takes the window over",
+                        self.run,
+                        extra=self._fields(),
+                    )
                     return
         finally:
             # Django opens one connection per thread; this one is ours alone.
             connections.close_all()
 
+    def _past_deadline(self) -> bool:
+        """Whether the lease reached the max run time, saying so the first time."""
+        if self.deadline is None or self.run.expires_at < self.deadline:
+            return False
+        logger.warning(
+            "%s reached its max run time: its lease is no longer renewed and "
+            "ends at %s, when the next instance may take the window over",
+            self.run,
+            self.run.expires_at.isoformat(),
+            extra=self._fields(),
+        )
+        return True
+
     def _renew(self) -> bool:
         """Renew once; a database error is retried at the next beat."""
         try:
-            return self.run.renew(self.lease)
+            return self.run.renew(self.lease, until=self.deadline)
         except DatabaseError as error:
             logger.warning(
                 "Could not renew the lease of %s: %s",
                 self.run,
                 error,
-                extra={"job": self.run.job, "window": self.run.window},
+                extra=self._fields(),
             )
             db = self.run._state.db
             assert db is not None, "a claimed run was saved, so it has a database"
             connections[db].close()
             return True
+
+    def _fields(self) -> dict[str, object]:
+        return {"job": self.run.job, "window": self.run.window}
+
+
+def _deadline(run: JobRun, max_run_time: datetime.timedelta | None) -> datetime.datetime | None:
+    """When ``run``'s lease stops being extended: ``max_run_time`` after its claim."""
+    if max_run_time is None:
+        return None
+    try:
+        return run.claimed_at + max_run_time
+    except OverflowError:  # Past the year 9999: no limit that could ever be met.
+        return None

@@ -559,17 +559,25 @@ class JobRun(models.Model):
         events.finished(self)
         return True
 
-    def renew(self, lease: datetime.timedelta) -> bool:
-        """Extend the lease to ``lease`` from now, by the database clock.
+    def renew(self, lease: datetime.timedelta, *, until: datetime.datetime | None = None) -> bool:
+        """Extend the lease to ``lease`` from now, by the database clock, but
+        not past ``until``.
 
         One autocommitted UPDATE: no lock outlives the statement, so a
-        renewing process that pauses never blocks a takeover. Returns
-        ``False``, and extends nothing, once the claim is no longer held.
+        renewing process that pauses never blocks a takeover. It extends only
+        a lease that has not run out, judged by the database clock in that
+        UPDATE: a lease that ended (it lapsed, or an operator expired it) is
+        never revived, even before another instance takes the window over.
+        Returns ``False``, and extends nothing, once the lease has ended or
+        the claim is no longer held.
         """
         db = self._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
         expires_at = database_now(db) + lease
-        if not self._held_rows().update(expires_at=expires_at):
+        if until is not None:
+            expires_at = min(expires_at, until)
+        running = self._held_rows().filter(expires_at__gt=DatabaseNow())
+        if not running.update(expires_at=expires_at):
             return False
         self.expires_at = expires_at
         return True

@@ -1,12 +1,15 @@
 """Deleting old finished claims, and old skips, without reopening a window.
 
-A row is what tells a late instance that its window already ran. An instance
-of a job that computed its window and then stalled before claiming it would,
-without the row, claim that window afresh and run it twice; only the job's
-latest window can meet such a straggler, so each job keeps its newest finished
-row, however old. Older windows run again only when claimed on purpose, with
-``--window``. Running rows are never deleted: an active one is held, and an
-expired one is the trace of a crash that the next instance takes over.
+A row is what tells a late instance that its window already ran. The job's
+latest window is the one its next scheduled instance can still compute (a
+monthly job's month lasts longer than most ``--older-than`` ages), and an
+instance that computed its window and then stalled would, without the row,
+claim it afresh and run it twice. So each job keeps, however old, the row of
+its latest window, and that is not always the row claimed last: a backfill
+(``--window``), ``--force`` or a retry claims an older window after it.
+Older windows run again only when claimed on purpose, with ``--window``.
+Running rows are never deleted: an active one is held, and an expired one is
+the trace of a crash that the next instance takes over.
 
 Skips decide nothing (the claim rows do), so old ones simply go.
 """
@@ -19,8 +22,7 @@ from time import perf_counter
 from typing import Any
 
 from django.db import connections
-from django.db.models import F, Max, QuerySet, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Max, Q, QuerySet
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
@@ -62,7 +64,7 @@ def prune(
         JobRun.objects.using(db)
         .finished()
         .filter(finished_at__lt=database_now(db) - older_than)
-        .exclude(pk__in=_newest_finished(db))
+        .exclude(pk__in=_guards(db))
     )
     return _delete(old, dry_run, batch_size, statement_budget)
 
@@ -80,24 +82,54 @@ def prune_skips(
     return _delete(old, dry_run, batch_size, statement_budget)
 
 
-def _newest_finished(db: str) -> list[int]:
-    """The key of each job's newest finished row, in one sorting pass.
+def _guards(db: str) -> list[int]:
+    """The keys of the rows that guard each job's latest window.
 
-    A job's newest row stays newest while pruning runs, or gives way to a
-    newer one; either way its window keeps a row that says it ran.
+    Within one schedule, keys sort as their windows follow each other: dates,
+    ISO weeks and months by their digits, and shorter windows by their local
+    start, written to the minute or second with the same offset while the
+    offset holds. So the greatest key of each ``(job, schedule)`` is the
+    latest window. Jobs whose schedule changed have keys of several shapes
+    (``2026-11-29`` sorts before ``2026-11-29T10:00+00:00``), which are only
+    compared within their own schedule, so each schedule's latest row stays.
+
+    The row claimed last is kept too, whatever its key: it is usually the
+    same row, and it guards where the keys' order is not time's, as in the
+    hour a daylight-saving change repeats east of UTC, after ``TIME_ZONE``
+    changed, or for keys ``claim()`` was given without a schedule.
+
+    One pass over the finished rows finds both per group, with no sort;
+    then each row is looked up on an index, by ``(job, window)`` and by
+    ``claimed_at``, a few groups at a time. A kept row stays kept while
+    pruning runs, or gives way to a newer one; either way its window keeps a
+    row that says it ran.
     """
-    ranked = (
-        JobRun.objects.using(db)
-        .finished()
-        .annotate(
-            rank=Window(
-                RowNumber(),
-                partition_by=[F("job")],
-                order_by=[F("claimed_at").desc(), F("pk").desc()],
-            )
-        )
+    finished = JobRun.objects.using(db).finished()
+    groups = list(
+        finished.values("job", "schedule")
+        .annotate(latest_window=Max("window"), last_claimed_at=Max("claimed_at"))
+        .order_by()
     )
-    return list(ranked.filter(rank=1).values_list("pk", flat=True))
+    keys: set[int] = set()
+    for start in range(0, len(groups), _GROUPS_PER_LOOKUP):
+        some = groups[start : start + _GROUPS_PER_LOOKUP]
+        latest = Q()
+        for group in some:
+            latest |= Q(job=group["job"], window=group["latest_window"])
+        keys.update(finished.filter(latest).values_list("pk", flat=True))
+        last = {(group["job"], group["schedule"], group["last_claimed_at"]) for group in some}
+        candidates = finished.filter(claimed_at__in={claimed_at for _, _, claimed_at in last})
+        keys.update(
+            pk
+            for pk, *group in candidates.values_list("pk", "job", "schedule", "claimed_at")
+            if tuple(group) in last
+        )
+    return sorted(keys)
+
+
+#: Groups whose rows one pair of lookups finds: three parameters each, well
+#: under every backend's limit on a statement's parameters.
+_GROUPS_PER_LOOKUP = 100
 
 
 def _delete(old: QuerySet, dry_run: bool, batch_size: int, budget: datetime.timedelta) -> int:

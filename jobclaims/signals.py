@@ -2,7 +2,9 @@
 
 Each is sent with ``sender=JobRun``. Receivers run in the claiming process,
 after the claim's statement committed, so a slow receiver delays the job,
-never another instance.
+never another instance. They are sent robustly: a receiver that raises is
+logged on the ``jobclaims`` logger, with its traceback, and the claim, the
+job and the other receivers go on (see ``jobclaims.events``).
 """
 
 from __future__ import annotations
@@ -23,5 +25,6 @@ claim_taken_over = Signal()
 claim_skipped = Signal()
 
 #: A run recorded its outcome: ``run``, ``status`` ("succeeded" or "failed")
-#: and ``duration`` (a timedelta, by the database clock).
+#: and ``duration`` (a timedelta, by the database clock; None when another
+#: instance took the window over before the finish time could be read).
 run_finished = Signal()

@@ -197,6 +197,32 @@ def test_an_expired_claim_is_taken_over_and_the_old_holder_cannot_release_it():
     assert successor.release() is True
 
 
+def test_a_renewal_extends_the_lease_from_now_by_the_database_clock():
+    run = held()
+    before = database_now()
+    assert run.renew(datetime.timedelta(minutes=20)) is True
+    stored = JobRun.objects.get()
+    assert stored.expires_at == run.expires_at
+    assert before + datetime.timedelta(minutes=20) <= stored.expires_at
+
+
+def test_a_renewal_never_revives_a_lease_an_operator_expired():
+    run = held()
+    JobRun.objects.expire()
+    assert run.renew(LEASE) is False
+    assert JobRun.objects.expired().get() == run
+    successor = claim()
+    assert successor is not None
+    assert successor.attempt == 2
+
+
+def test_a_renewal_extends_the_lease_no_further_than_it_is_told():
+    run = held()
+    until = run.claimed_at + datetime.timedelta(minutes=7)
+    assert run.renew(datetime.timedelta(minutes=20), until=until) is True
+    assert JobRun.objects.get().expires_at == until
+
+
 def test_a_claim_is_released_once():
     run = held()
     assert run.release() is True

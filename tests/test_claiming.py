@@ -91,6 +91,18 @@ def tally(amount: int) -> int:
     return amount * 2
 
 
+@pytest.mark.parametrize("max_run_time", [datetime.timedelta(0), datetime.timedelta(-1), 60])
+def test_a_max_run_time_that_is_not_a_positive_timedelta_is_refused_before_anything_is_written(
+    max_run_time,
+):
+    with (
+        pytest.raises(ValueError, match="max_run_time must be a positive timedelta"),
+        claim("sync_ledger", key=KEY, max_run_time=max_run_time),
+    ):
+        pass
+    assert not JobRun.objects.exists()
+
+
 def test_a_claimed_function_returns_its_value_once_per_window_and_none_after():
     assert tally(21) == 42
     assert tally(21) is None

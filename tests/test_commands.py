@@ -193,6 +193,16 @@ def test_a_job_without_run_job_says_what_to_write():
     assert JobRun.objects.get().status == JobRun.Status.FAILED
 
 
+class MaxRunTimeInSeconds(ChargeLedger):
+    max_run_time = 3600  # type: ignore[assignment]
+
+
+def test_a_max_run_time_that_is_not_a_timedelta_is_refused_and_nothing_is_written():
+    with pytest.raises(CommandError, match="max_run_time must be a positive timedelta"):
+        call_command(MaxRunTimeInSeconds(), "--window", WINDOW)
+    assert not JobRun.objects.exists()
+
+
 def test_a_database_without_the_jobclaims_tables_names_the_migrate_command():
     call_command("migrate", "jobclaims", "zero", verbosity=0)
     try:

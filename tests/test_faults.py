@@ -33,6 +33,17 @@ def read_until(instance: Instance, text: str) -> None:
     raise AssertionError(f"the instance ended before printing {text!r}")
 
 
+def wait_stopped(instance: Instance) -> None:
+    """Wait until the instance's process is stopped (SIGSTOP), as ``ps`` shows ``T``."""
+    stat = f"/proc/{instance.process.pid}/stat"
+
+    def stopped() -> bool:
+        with open(stat) as status:
+            return status.read().rpartition(")")[2].split()[0] == "T"
+
+    wait_until(stopped, "the instance to stop itself")
+
+
 def test_a_run_three_times_longer_than_its_lease_is_never_taken_over_while_alive():
     [long_run] = start("charge_ledger", "--window", WINDOW, "--lease", "1", "--hold", "3")
     wait_until(Charge.objects.exists, "the long run to start")
@@ -101,6 +112,78 @@ def test_a_stop_signal_records_the_claim_failed_and_the_next_instance_runs_at_on
     [next_run] = race("charge_ledger", "--window", WINDOW, instances=1)
     assert next_run.outcome == "ran", next_run
     assert JobRun.objects.get().attempt == 2
+
+
+def test_a_hung_run_expired_by_an_operator_is_taken_over_by_the_next_instance():
+    [hung] = start("charge_hung", "--window", WINDOW, "--lease", "3")
+    wait_until(Charge.objects.exists, "the hung run to start")
+    [expired] = race("jobclaims_expire", "charge_hung", instances=1)
+    assert expired.stdout.startswith("Expired 1 claim of charge_hung"), expired
+    time.sleep(2)  # Two heartbeats of the hung run, each of which used to renew.
+
+    [successor] = race("charge_hung", "--window", WINDOW, "--hang", "0", instances=1)
+    assert successor.outcome == "ran", successor
+    os.kill(hung.process.pid, signal.SIGUSR1)  # It wakes up at last.
+    late = hung.finish()
+    assert late.returncode == 1
+    assert "ended before its renewal" in late.stderr
+    assert "so its success was not recorded" in late.stderr
+    run = JobRun.objects.get()
+    assert (run.status, run.attempt) == (JobRun.Status.SUCCEEDED, 2)
+
+
+def test_a_hung_run_past_its_max_run_time_is_taken_over_by_the_next_instance():
+    # Renewed every second, up to the max run time, twice the lease.
+    [hung] = start("charge_hung", "--window", WINDOW, "--lease", "3", "--max-run-time", "6")
+    wait_until(Charge.objects.exists, "the hung run to start")
+    wait_until(JobRun.objects.expired().exists, "the lease to end at the max run time")
+    run = JobRun.objects.get()
+    assert run.expires_at == run.claimed_at + datetime.timedelta(seconds=6)
+
+    [successor] = race("charge_hung", "--window", WINDOW, "--hang", "0", instances=1)
+    assert successor.outcome == "ran", successor
+    os.kill(hung.process.pid, signal.SIGUSR1)
+    late = hung.finish()
+    assert late.returncode == 1
+    assert "reached its max run time" in late.stderr
+    assert "so its success was not recorded" in late.stderr
+    assert Charge.objects.filter(attempt=2).count() == 1
+
+
+@pytest.mark.parametrize("moment", ["before", "after"])
+def test_a_stop_signal_while_the_outcome_is_recorded_is_reported_as_what_was_recorded(moment):
+    [stopped] = start(
+        "charge_ledger", "--window", WINDOW, env={"TESTAPP_STOP_AROUND_RELEASE": moment}
+    )
+    read_until(stopped, f"stopped {moment} recording the outcome")
+    wait_stopped(stopped)
+    os.kill(stopped.process.pid, signal.SIGTERM)
+    os.kill(stopped.process.pid, signal.SIGCONT)
+    result = stopped.finish(timeout=10)
+    assert result.returncode == 128 + signal.SIGTERM
+    assert "interrupted by SIGTERM; it had finished, and its success is recorded" in result.stderr
+    assert JobRun.objects.get().status == JobRun.Status.SUCCEEDED
+
+
+def test_a_takeover_just_after_the_outcome_is_recorded_does_not_crash_the_released_run():
+    [released] = start(
+        "charge_ledger",
+        "--window",
+        WINDOW,
+        env={"TESTAPP_STOP_AROUND_RELEASE": "after", "TESTAPP_LOG": "INFO"},
+    )
+    read_until(released, "stopped after recording the outcome")
+    wait_stopped(released)
+    [rerun] = start("charge_ledger", "--window", WINDOW, "--force", "--hold", "30")
+    try:
+        wait_until(lambda: JobRun.objects.running().filter(attempt=2).exists(), "the rerun")
+        os.kill(released.process.pid, signal.SIGCONT)
+        result = released.finish(timeout=10)
+    finally:
+        rerun.stop()
+    assert result.returncode == 0, result
+    assert "taken over since, so its duration is unknown" in result.stderr
+    assert "Ran charge_ledger" in result.stdout
 
 
 def cut_other_connections() -> int:

@@ -1,4 +1,4 @@
-"""prune(), the function jobclaims_prune and benchmarks call."""
+"""prune(), the function jobclaims_prune and benchmarks call, and what it must keep."""
 
 from __future__ import annotations
 
@@ -6,13 +6,16 @@ import datetime
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.pruning import prune, prune_skips
 from jobclaims.states import State
+from jobclaims.testing import race
 from tests.factories import claim_in_state
+from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db
 
@@ -45,11 +48,47 @@ def test_a_dry_run_counts_what_prune_would_delete(nightly):
     assert JobRun.objects.count() == 7
 
 
-def test_the_newest_finished_claim_of_a_job_is_the_last_one_claimed(nightly):
-    rerun = nightly[0]
-    JobRun.objects.filter(pk=rerun.pk).update(claimed_at=rerun.claimed_at + 10 * DAY)
-    prune(MONTH)
-    assert list(JobRun.objects.all()) == [rerun]
+def test_a_backfill_claimed_after_the_latest_window_does_not_cost_that_window_its_row(nightly):
+    backfill = nightly[0]
+    JobRun.objects.filter(pk=backfill.pk).update(claimed_at=backfill.claimed_at + 10 * DAY)
+    assert prune(MONTH) == 5
+    assert set(JobRun.objects.values_list("window", flat=True)) == {"2026-09-01", "2026-09-07"}
+
+
+def test_the_latest_window_is_kept_for_each_schedule_a_job_had():
+    for days_ago, window, schedule in [
+        (44, "2026-09-01T09:00+00:00", "hourly"),
+        (43, "2026-09-01T10:00+00:00", "hourly"),
+        (42, "2026-09-01", "daily"),
+        (41, "2026-09-02", "daily"),
+    ]:
+        claim_in_state(State.SUCCEEDED, "report", window, age=days_ago * DAY, schedule=schedule)
+    # A rerun of the first hour, claimed last.
+    JobRun.objects.filter(window="2026-09-01T09:00+00:00").update(claimed_at=database_now())
+    assert prune(MONTH) == 1
+    assert set(JobRun.objects.values_list("window", flat=True)) == {
+        "2026-09-01T09:00+00:00",
+        "2026-09-01T10:00+00:00",
+        "2026-09-02",
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_backfill_and_a_prune_the_latest_window_is_still_skipped_as_done():
+    newest, older = "2026-11-29T10:00", "2026-11-29T08:00"
+    assert race("charge_ledger", "--window", newest, instances=1)[0].outcome == "ran"
+    assert race("charge_ledger", "--window", older, instances=1)[0].outcome == "ran"
+    # Both finished long ago, the backfill after the newest window.
+    JobRun.objects.update(
+        claimed_at=F("claimed_at") - 40 * DAY, finished_at=F("finished_at") - 40 * DAY
+    )
+    [pruned] = race("jobclaims_prune", "--older-than", "30d", instances=1)
+    assert pruned.stdout == "Deleted 0 finished claims and 0 skips.\n", pruned
+
+    [late] = race("charge_ledger", "--window", newest, instances=1)
+    assert late.outcome == "skipped", late
+    assert "already succeeded" in late.stdout
+    assert Charge.objects.count() == 2
 
 
 def test_a_delete_that_runs_past_its_budget_shrinks_the_next_batch(nightly):

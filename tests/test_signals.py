@@ -9,6 +9,7 @@ import pytest
 
 from jobclaims import signals
 from jobclaims.models import JobRun
+from jobclaims.testing import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,3 +101,54 @@ def test_a_host_clock_close_to_the_database_is_not_warned_about(caplog):
     with caplog.at_level(logging.WARNING, logger="jobclaims"):
         JobRun.objects.claim("charge", "w", lease=LEASE)
     assert caplog.records == []
+
+
+@pytest.fixture
+def failing_receivers():
+    """A receiver of every jobclaims signal, each raising."""
+
+    def fail(sender, signal, **kwargs):
+        raise RuntimeError("the metrics backend is down")
+
+    for name in ("claim_acquired", "claim_taken_over", "claim_skipped", "run_finished"):
+        getattr(signals, name).connect(fail)
+    yield
+    for name in ("claim_acquired", "claim_taken_over", "claim_skipped", "run_finished"):
+        getattr(signals, name).disconnect(fail)
+
+
+def test_a_receiver_that_raises_is_logged_with_its_traceback_and_the_claim_goes_on(
+    failing_receivers, received, caplog
+):
+    with caplog.at_level(logging.ERROR, logger="jobclaims"):
+        crashed = JobRun.objects.claim("charge", "w", lease=LEASE)
+        assert crashed is not None
+        assert JobRun.objects.claim("charge", "w", lease=LEASE) is None
+        JobRun.objects.filter(pk=crashed.pk).expire()
+        successor = JobRun.objects.claim("charge", "w", lease=LEASE)
+        assert successor is not None
+        assert successor.release() is True
+    assert [name for name, _ in received] == [
+        "claim_acquired",
+        "claim_skipped",
+        "claim_acquired",
+        "claim_taken_over",
+        "run_finished",
+    ]
+    errors = [record for record in caplog.records if record.name == "jobclaims"]
+    assert len(errors) == 5
+    assert all(record.levelno == logging.ERROR for record in errors)
+    assert all(record.exc_info and record.exc_info[0] is RuntimeError for record in errors)
+    assert errors[0].getMessage().startswith("A receiver of claim_acquired, ")
+    assert (errors[0].job, errors[0].window) == ("charge", "w")
+    assert JobRun.objects.get().status == JobRun.Status.SUCCEEDED
+
+
+def test_a_job_runs_and_records_its_outcome_though_a_claim_acquired_receiver_raises():
+    failing = {"TESTAPP_FAILING_RECEIVER": "claim_acquired"}
+    [result] = race("charge_ledger", "--window", "2026-11-29T10:00", instances=1, env=failing)
+    assert result.outcome == "ran", result
+    assert "A receiver of claim_acquired" in result.stderr
+    assert "Traceback" in result.stderr
+    assert "RuntimeError: the metrics backend is down" in result.stderr
+    assert JobRun.objects.get().status == JobRun.Status.SUCCEEDED

@@ -9,6 +9,9 @@ class TestAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from tests.testapp import faults
+
+        faults.install()
         # Simulates a host whose clock is off: every Python clock in this
         # process (time.time, datetime.now, timezone.now) is shifted.
         offset = os.environ.get("TESTAPP_HOST_CLOCK_OFFSET")

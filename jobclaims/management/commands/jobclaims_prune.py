@@ -11,8 +11,8 @@ from jobclaims.pruning import prune, prune_skips
 class Command(BaseCommand):
     help = (
         "Delete claims that finished, and skips recorded, longer ago than "
-        "--older-than, in short batches, keeping every running claim and each "
-        "job's newest finished one (so a late instance of its last window "
+        "--older-than, in short batches, keeping every running claim and the "
+        "finished claim of each job's latest window (so its next instance "
         "still finds it done); it can run from cron."
     )
 
