@@ -542,16 +542,21 @@ class JobRun(models.Model):
         """Record how the run ended and let the job's next run in.
 
         Returns ``False``, and writes nothing, when this claim is no longer
-        ours: another instance took it over after our lease ran out.
+        ours: another instance took it over after our lease ran out. A
+        deadlock or lock timeout is tried again (``retries.retrying``): the
+        outcome of work that ran must not be lost to one.
         """
         if status not in (self.Status.SUCCEEDED, self.Status.FAILED):
             raise ValueError(f"release() takes succeeded or failed, not {status!r}")
         db = self._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
         connection = connections[db]
-        with connection.cursor() as cursor:
-            released = claim_statements(connection).release(cursor, self, status, error)
-        if not released:
+
+        def release_once() -> bool:
+            with connection.cursor() as cursor:
+                return claim_statements(connection).release(cursor, self, status, error)
+
+        if not retries.retrying(connection, release_once):
             return False
         self.status, self.error, self.holds_job = status, error, None
         # Set by the database clock: loaded from the row if it is read.
@@ -577,7 +582,8 @@ class JobRun(models.Model):
         if until is not None:
             expires_at = min(expires_at, until)
         running = self._held_rows().filter(expires_at__gt=DatabaseNow())
-        if not running.update(expires_at=expires_at):
+        connection = connections[db]
+        if not retries.retrying(connection, lambda: running.update(expires_at=expires_at)):
             return False
         self.expires_at = expires_at
         return True

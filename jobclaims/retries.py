@@ -14,9 +14,15 @@ from __future__ import annotations
 import random
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 from django.db import DatabaseError
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+T = TypeVar("T")
 
 #: How long a claim keeps trying before it gives up with the last error.
 #: A contender's transaction lasts milliseconds; SQLite waits 5 s for its
@@ -71,3 +77,22 @@ def pauses() -> Iterator[float]:
     while time.monotonic() < deadline:
         yield random.uniform(0, ceiling)
         ceiling = min(2 * ceiling, 0.2)
+
+
+def retrying(connection: BaseDatabaseWrapper, statement: Callable[[], T]) -> T:
+    """Run ``statement`` again while it fails with a transient error.
+
+    For one compare-and-set statement that commits on its own: a failed try
+    wrote nothing, and the next restates its conditions. Inside a
+    transaction the error is raised, since it may have ended that
+    transaction; after ``RETRY_FOR`` seconds, the last error is.
+    """
+    waits = pauses()
+    while True:
+        try:
+            return statement()
+        except DatabaseError as error:
+            pause = next(waits, None)
+            if connection.in_atomic_block or not is_transient(error) or pause is None:
+                raise
+        time.sleep(pause)

@@ -136,3 +136,15 @@ def test_a_job_whose_claim_keeps_timing_out_exits_with_a_clear_error_and_does_no
     assert f"Could not claim charge_ledger {WINDOW}: the database kept answering " in err
     assert "nothing ran; the next run tries again" in err
     assert not Charge.objects.exists()
+
+
+def test_a_release_that_meets_a_lock_wait_that_runs_out_is_tried_again(other):
+    run = JobRun.objects.claim("charge_invoices", WINDOW, lease=datetime.timedelta(minutes=5))
+    assert run is not None
+    # An operator's expire, in a transaction that ends a moment later.
+    write_lock(other, run)
+    threading.Timer(0.5, other.commit).start()
+    shorten_lock_waits(connection)
+    assert run.release()
+    run.refresh_from_db()
+    assert run.status == JobRun.Status.SUCCEEDED
