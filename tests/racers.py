@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 from io import StringIO
 from typing import IO
 
@@ -22,7 +23,11 @@ _TRIGGER_VARIABLE = "RACERS_TRIGGER_FD"
 
 
 class Racers:
-    def __init__(self, count: int):
+    """``count`` warm racers; ``envs``, when given, adds one environment to
+    each (a racer per Galera node, say), and sets their number instead."""
+
+    def __init__(self, count: int = 0, envs: list[dict[str, str]] | None = None):
+        envs = envs or [{} for _ in range(count)]
         self._trigger_read, self._trigger_write = os.pipe()
         self.processes = [
             subprocess.Popen(
@@ -35,9 +40,10 @@ class Racers:
                     **os.environ,
                     **child_environment(),
                     _TRIGGER_VARIABLE: str(self._trigger_read),
+                    **env,
                 },
             )
-            for _ in range(count)
+            for env in envs
         ]
 
     def race(self, *argv: str) -> list[InstanceResult]:
@@ -85,6 +91,10 @@ def _serve() -> None:
         except CommandError as error:
             err.write(str(error))
             returncode = error.returncode
+        except Exception:
+            # What manage.py does with any other error: a traceback, exit 1.
+            err.write(traceback.format_exc())
+            returncode = 1
         result = {"returncode": returncode, "stdout": out.getvalue(), "stderr": err.getvalue()}
         print(json.dumps(result), flush=True)
 
