@@ -19,7 +19,7 @@ from django.utils import timezone
 from jobclaims import windows
 from jobclaims.claiming import holding, window_key
 from jobclaims.conf import jobclaims_settings
-from jobclaims.exceptions import ClaimLost, JobInterrupted
+from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
 from jobclaims.models import JobRun
 
 
@@ -102,6 +102,8 @@ class JobCommand(BaseCommand):
                 schedule=windows.resolve(self.window).name,
             )
         except ValueError as error:
+            raise CommandError(error) from error
+        except StandbyTimeout as error:
             raise CommandError(error) from error
         except DatabaseError:
             self._explain_missing_migrations()

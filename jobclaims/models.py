@@ -9,12 +9,12 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from django.db import IntegrityError, connections, models, transaction
+from django.db import DatabaseError, IntegrityError, connections, models, transaction
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import events
+from jobclaims import events, standby
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost
@@ -133,13 +133,21 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         connection = connections[db]
         statements = claim_statements(connection)
         run: JobRun | None
-        with connection.cursor() as cursor:
-            if statements.claim_by_insert(cursor, new, lease):
-                run, previous_status = new, None
-            else:
-                run, previous_status = self._contend(cursor, new, lease, force)
+        # A commit may wait for a synchronous standby; never forever.
+        with connection.cursor() as cursor, standby.bounded(connection) as watch:
+            try:
+                if statements.claim_by_insert(cursor, new, lease):
+                    run, previous_status = new, None
+                else:
+                    run, previous_status = self._contend(cursor, new, lease, force)
+            except DatabaseError as error:
+                if watch.fired:  # Cancelled before it committed anything.
+                    raise standby.claim_not_acknowledged(job, window, None) from error
+                raise
         if run is None:
             return None
+        if watch.fired:
+            raise standby.claim_not_acknowledged(job, window, run)
         events.acquired(run, previous_status)
         return run
 
@@ -452,8 +460,9 @@ class JobRun(models.Model):
         db = self._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
         connection = connections[db]
-        with connection.cursor() as cursor:
+        with connection.cursor() as cursor, standby.bounded(connection) as watch:
             released = claim_statements(connection).release(cursor, self, status, error)
+        standby.warn_if_not_acknowledged(watch, f"the {status} outcome", self)
         if not released:
             return False
         self.status, self.error, self.holds_job = status, error, None
@@ -472,7 +481,11 @@ class JobRun(models.Model):
         db = self._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
         expires_at = database_now(db) + lease
-        if not self._held_rows().update(expires_at=expires_at):
+        connection = connections[db]
+        with standby.bounded(connection) as watch:
+            renewed = self._held_rows().update(expires_at=expires_at)
+        standby.warn_if_not_acknowledged(watch, "the renewal", self)
+        if not renewed:
             return False
         self.expires_at = expires_at
         return True

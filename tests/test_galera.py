@@ -41,7 +41,7 @@ HOW = "start the cluster with scripts/start-galera and set it to the URLs that p
 
 
 @pytest.fixture
-def node_urls() -> Iterator[list[str]]:
+def node_urls() -> list[str]:
     """The nodes' URLs, with this process's test database on the first node."""
     urls = cluster_setting("JOBCLAIMS_GALERA_URLS", HOW).split(",")
     if connection.vendor != "mysql" or not _wsrep_on():
@@ -53,7 +53,7 @@ def node_urls() -> Iterator[list[str]]:
         # This process checks what the instances did, on whichever node
         # they did it: its reads wait until the node has caught up.
         cursor.execute("SET SESSION wsrep_sync_wait = 1")
-    yield urls
+    return urls
 
 
 def _wsrep_on() -> bool:
@@ -87,8 +87,7 @@ def judge(results: list[InstanceResult], tally: Counter) -> None:
     tally["trials"] += 1
     tally[f"ran {ran}"] += 1
     if any(result.returncode != 0 for result in results):
-        tally["with an instance exiting non-zero"] += 1
-        tally.setdefault("first failure", _failure(results))
+        tally[f"exited non-zero: {_failure(results)}"] += 1
 
 
 def _failure(results: list[InstanceResult]) -> str:
