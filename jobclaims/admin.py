@@ -144,11 +144,20 @@ class JobRunAdmin(admin.ModelAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        context = {"claim_counts": states.running_counts(), **(extra_context or {})}
+        response = super().changelist_view(request, extra_context)
+        # Counted after Django has checked the permission (a user without it
+        # got a 403 from super() and costs no query), and only for a page
+        # still to be rendered: an action or a bad filter answers a redirect.
+        page = getattr(response, "context_data", None)
+        if page is None:
+            return response
+        given = extra_context or {}
+        summary: dict[str, Any] = {"claim_counts": states.running_counts()}
         if job := request.GET.get("job__exact"):
             # Listed for one job at a time: each job's schedule is its own.
-            context["missed_job"], context["missed_windows"] = job, missed_windows(job)
-        return super().changelist_view(request, context)
+            summary["missed_job"], summary["missed_windows"] = job, missed_windows(job)
+        page.update({key: value for key, value in summary.items() if key not in given})
+        return response
 
     @admin.display(description=_("state"))
     def state_badge(self, run: ListedRun) -> SafeString:

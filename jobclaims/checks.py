@@ -3,6 +3,10 @@
 ``manage.py check`` (and ``migrate``, ``runserver``, the test runner) runs
 them, so a deployment that would let a job run twice is told so before the
 first job runs. Every check can be run alone with ``check --tag jobclaims``.
+
+The checks that ask the database server something (W002, W003) are tagged
+``database`` and, like Django's own, run only for the databases the checker
+names: ``check --database default``, ``migrate`` and the test runner do.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import NotSupportedError, connections, router
+from django.utils import timezone
 
-from jobclaims import conf
+from jobclaims import charsets, conf
 from jobclaims.clock import lease_end_sql
 from jobclaims.conf import jobclaims_settings
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, JobSkip
 
 TAG = "jobclaims"
 
@@ -30,6 +35,8 @@ def register_checks() -> None:
     register(TAG)(check_claims_database_is_the_primary)
     register(TAG)(check_row_locks)
     register(TAG)(check_claims_database_backend)
+    register(TAG, Tags.database)(check_time_zone_tables)
+    register(TAG, Tags.database)(check_column_charsets)
 
 
 def check_settings(
@@ -152,6 +159,84 @@ def check_claims_database_backend(
             )
         ]
     return []
+
+
+def check_time_zone_tables(
+    app_configs: Sequence[AppConfig] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[CheckMessage]:
+    """jobclaims.W002: the admin's dates need the server's time-zone tables.
+
+    The claims list groups claims by date in ``TIME_ZONE``. Where the
+    database's connection is in another zone, Django converts each moment
+    with the server's time-zone tables (MariaDB/MySQL's ``CONVERT_TZ``), and
+    without them the list fails with "Database returned an invalid datetime
+    value". Django's own feature flag says whether the tables are there.
+    """
+    alias = _claims_database_in(app_configs, databases)
+    if alias is None or not settings.USE_TZ:
+        return []
+    connection = connections[alias]
+    zone = timezone.get_default_timezone_name()
+    if zone == connection.timezone_name or connection.features.has_zoneinfo_database:
+        return []
+    return [
+        Warning(
+            f"The {alias!r} database has no time-zone tables, and TIME_ZONE is {zone!r}: "
+            "the admin's list of claims, which dates them in TIME_ZONE, fails without them "
+            "(Django converts times there with the server's tables).",
+            hint=(
+                "Load the tables into the server: mariadb-tzinfo-to-sql /usr/share/zoneinfo "
+                "| mariadb -u root mysql (on MySQL, mysql_tzinfo_to_sql and mysql); "
+                "or set TIME_ZONE = 'UTC'."
+            ),
+            id="jobclaims.W002",
+        )
+    ]
+
+
+def check_column_charsets(
+    app_configs: Sequence[AppConfig] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[CheckMessage]:
+    """jobclaims.W003: columns that lose 4-byte characters cannot keep every name apart.
+
+    Claims with such a name are refused (``JobRun.validate_claim()``); this
+    says so before the first one is, naming the tables to convert.
+    """
+    alias = _claims_database_in(app_configs, databases)
+    if alias is None:
+        return []
+    tables = [JobRun._meta.db_table, JobSkip._meta.db_table]
+    lossy = sorted(charsets.lossy_columns(connections[alias], tables).items())
+    if not lossy:
+        return []
+    columns = "; ".join(f"{table}.{column} {why}" for (table, column), why in lossy)
+    conversions = "; ".join(
+        f"ALTER TABLE {table} {charsets.CONVERSION}"
+        for table in sorted({table for (table, _), _ in lossy})
+    )
+    return [
+        Warning(
+            f"In the {alias!r} database, some claims columns lose characters of 4 bytes "
+            f"(emoji, and others beyond the Basic Multilingual Plane): {columns}. A claim "
+            "whose job or window has one is refused.",
+            hint=f"Convert the tables: {conversions}.",
+            id="jobclaims.W003",
+        )
+    ]
+
+
+def _claims_database_in(
+    app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None
+) -> str | None:
+    """The claims database, if the checker asked for it and the settings are sound."""
+    if not _concerns_jobclaims(app_configs) or not databases or conf.problems():
+        return None
+    alias = jobclaims_settings.claims_database(JobRun)
+    return alias if alias in databases else None
 
 
 def _file_lock_hint(alias: str) -> str:

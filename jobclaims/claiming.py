@@ -17,6 +17,7 @@ from typing import ParamSpec, TypeVar
 
 from django.db import DatabaseError, connections
 
+from jobclaims import leases
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, NotClaimed
@@ -64,9 +65,11 @@ def claim(
             pass  # another server is on it
 
     ``key`` claims an explicit window instead of the current one; ``lease``
-    defaults to ``JOBCLAIMS["DEFAULT_LEASE"]``.
+    defaults to ``JOBCLAIMS["DEFAULT_LEASE"]``. A bad window or lease raises
+    ``ValueError`` naming the fix, before anything is written.
     """
-    lease = lease or jobclaims_settings.default_lease
+    if lease is None:
+        lease = jobclaims_settings.default_lease
     slot = window_key(window, key)
     run = JobRun.objects.claim(
         job,
@@ -99,6 +102,11 @@ def claimed(
         @claimed(window="hourly")
         def sync_ledger(): ...
     """
+
+    # Checked as the module that uses it is imported, not at the first call.
+    resolve(window)
+    if lease is not None and (problem := leases.problem(lease)):
+        raise ValueError(f"lease {problem}")
 
     def decorate(function: Callable[P, R]) -> Callable[P, R | None]:
         name = job or f"{function.__module__}.{function.__qualname__}"

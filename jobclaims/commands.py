@@ -16,7 +16,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Q
 from django.utils import timezone
 
-from jobclaims import windows
+from jobclaims import leases, retries, windows
 from jobclaims.claiming import holding, window_key
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
@@ -24,14 +24,24 @@ from jobclaims.models import JobRun
 
 
 def positive_seconds(text: str) -> datetime.timedelta:
-    """argparse type for ``--lease``: a positive number of seconds."""
+    """argparse type for ``--lease``: a positive number of seconds, up to ``MAX_LEASE``.
+
+    Bounded before it becomes a ``timedelta``, which overflows on ``inf``.
+    """
     try:
         seconds = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not seconds > 0:
+    longest = leases.MAX_LEASE
+    if seconds > longest.total_seconds():
+        raise argparse.ArgumentTypeError(
+            f"the lease must be at most {longest.total_seconds():.0f} seconds "
+            f"({longest.days} days), not {text}; {leases.ADVICE}"
+        )
+    # Also refuses NaN, and what rounds to no time at all (1e-9).
+    if not seconds > 0 or not (lease := datetime.timedelta(seconds=seconds)):
         raise argparse.ArgumentTypeError(f"the lease must be above 0 seconds, not {text}")
-    return datetime.timedelta(seconds=seconds)
+    return lease
 
 
 class JobCommand(BaseCommand):
@@ -90,7 +100,7 @@ class JobCommand(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         job = self.job_name or self._command_name()
-        lease = options["lease"] or self.lease or jobclaims_settings.default_lease
+        lease = self._lease(options["lease"])
         window = self._window_key(options["window_key"])
         try:
             run = JobRun.objects.claim(
@@ -105,7 +115,13 @@ class JobCommand(BaseCommand):
             raise CommandError(error) from error
         except StandbyTimeout as error:
             raise CommandError(error) from error
-        except DatabaseError:
+        except DatabaseError as error:
+            if retries.is_transient(error):
+                raise CommandError(
+                    f"Could not claim {job} {window}: the database kept answering "
+                    f"{error!s:.200} for {retries.RETRY_FOR:.0f} s, so nothing ran; "
+                    "the next run tries again"
+                ) from error
             self._explain_missing_migrations()
             raise
         if run is None:
@@ -119,6 +135,16 @@ class JobCommand(BaseCommand):
     def _command_name(self) -> str:
         """The name ``manage.py`` knows this command by: its module's name."""
         return type(self).__module__.rpartition(".")[2]
+
+    def _lease(self, given: datetime.timedelta | None) -> datetime.timedelta:
+        """This run's lease: ``--lease``, else the class's, else the setting's."""
+        if given is not None:
+            return given  # positive_seconds() checked it.
+        if self.lease is None:
+            return jobclaims_settings.default_lease
+        if problem := leases.problem(self.lease):
+            raise CommandError(f"{type(self).__name__}.lease {problem}")
+        return self.lease
 
     def _window_key(self, explicit: str | None) -> str:
         try:

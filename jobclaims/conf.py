@@ -26,6 +26,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import router
 from django.db.models import Model
 
+from jobclaims import leases
+
 SETTING_NAME = "JOBCLAIMS"
 
 
@@ -55,7 +57,7 @@ def _database_alias(value: object) -> str:
 
 SETTINGS: Mapping[str, _Setting] = {
     # The lease a JobCommand takes when it sets none and --lease is not given.
-    "DEFAULT_LEASE": _Setting(datetime.timedelta(minutes=10), _positive_timedelta),
+    "DEFAULT_LEASE": _Setting(datetime.timedelta(minutes=10), leases.problem),
     # The alias claims are written to; None follows the router's db_for_write.
     "DATABASE": _Setting(None, _database_alias),
     # How far this host's clock may drift from the database's before a warning.

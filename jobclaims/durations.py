@@ -16,6 +16,11 @@ from django.utils.translation import gettext
 _AGE = re.compile(r"(?P<count>\d+)(?P<unit>[dhm])")
 _AGE_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 
+#: The oldest an operator's age may reach back: a century holds every claim
+#: there is, and "now" less a longer age can fall before the first date a
+#: database stores (MariaDB's year 1000) or Python's year 1.
+MAX_AGE = datetime.timedelta(days=36525)
+
 # Largest first: a span is written in the largest unit it fills.
 _UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
@@ -28,7 +33,14 @@ def age(text: str) -> datetime.timedelta:
             f"{text!r} is not an age: write a whole number above 0 and a unit, "
             "d (days), h (hours) or m (minutes), like 30d, 12h or 90m"
         )
-    return datetime.timedelta(**{_AGE_UNITS[match["unit"]]: int(match["count"])})
+    unit = _AGE_UNITS[match["unit"]]
+    # Compared before it becomes a timedelta, which overflows past 999,999,999 days.
+    if int(match["count"]) > MAX_AGE // datetime.timedelta(**{unit: 1}):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than the {MAX_AGE.days} days (100 years) an age may "
+            f"be, and no claim is that old; write at most {MAX_AGE.days}d"
+        )
+    return datetime.timedelta(**{unit: int(match["count"])})
 
 
 def short(span: datetime.timedelta, parts: int = 1) -> str:

@@ -71,6 +71,17 @@ def skipped(model: type[JobRun], job: str, window: str, reason: str) -> None:
     signals.claim_skipped.send(model, job=job, window=window, reason=reason)
 
 
+def skip_not_recorded(job: str, window: str, reason: str, error: Exception) -> None:
+    logger.warning(
+        "Could not record the skip of %s %s (%s): %s",
+        job,
+        window,
+        reason,
+        error,
+        extra={"job": job, "window": window, "reason": reason},
+    )
+
+
 def finished(run: JobRun) -> None:
     """Announce the outcome, and the duration when anyone listens for it.
 

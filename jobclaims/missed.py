@@ -8,6 +8,8 @@ since its first claim and taking away those that have a claim.
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun
@@ -25,7 +27,7 @@ def missed_windows(job: str) -> list[str]:
     is not missed yet. Pruning deletes finished rows from the oldest on, so
     the oldest one left marks how far back the history is whole; a dead
     claim older than it is a straggler, not the start. Jobs whose claims
-    recorded no schedule have no known windows.
+    recorded no schedule, or one that names no window, have no known windows.
     """
     runs = (
         JobRun.objects.using(jobclaims_settings.claims_database(JobRun))
@@ -36,9 +38,16 @@ def missed_windows(job: str) -> list[str]:
     first = oldest_first.finished().first() or oldest_first.first()
     if first is None:
         return []
-    window = from_name(first.schedule)
+    try:
+        window = from_name(first.schedule)
+    except ValueError:
+        # A schedule no window has (a window under a second was once
+        # recorded as "0-second"): its windows cannot be listed.
+        return []
     now = database_now(runs.db)
-    start = max(first.claimed_at, now - LOOK_BACK * window.longest)
+    start = first.claimed_at
+    with suppress(OverflowError):  # A window so long that the look-back predates year 1.
+        start = max(start, now - LOOK_BACK * window.longest)
     keys = window.keys_between(start, now)[-LOOK_BACK:]
     claimed = set(
         JobRun.objects.using(runs.db)

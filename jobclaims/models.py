@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -14,7 +15,7 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import events, standby
+from jobclaims import charsets, events, leases, retries, standby
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost
@@ -22,6 +23,7 @@ from jobclaims.owner import process_owner
 from jobclaims.sql import Rival, claim_statements
 
 if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.backends.utils import CursorWrapper
     from django_stubs_ext import WithAnnotations
 
@@ -131,15 +133,11 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             holds_job=None if allow_overlap else True,
         )
         connection = connections[db]
-        statements = claim_statements(connection)
-        run: JobRun | None
+        connection.ensure_connection()
         # A commit may wait for a synchronous standby; never forever.
-        with connection.cursor() as cursor, standby.bounded(connection) as watch:
+        with standby.bounded(connection) as watch:
             try:
-                if statements.claim_by_insert(cursor, new, lease):
-                    run, previous_status = new, None
-                else:
-                    run, previous_status = self._contend(cursor, new, lease, force)
+                run, previous_status = self._claim_until_settled(connection, new, lease, force)
             except DatabaseError as error:
                 if watch.fired:  # Cancelled before it committed anything.
                     raise standby.claim_not_acknowledged(job, window, None) from error
@@ -150,6 +148,55 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             raise standby.claim_not_acknowledged(job, window, run)
         events.acquired(run, previous_status)
         return run
+
+    def _claim_until_settled(
+        self,
+        connection: BaseDatabaseWrapper,
+        new: JobRun,
+        lease: datetime.timedelta,
+        force: bool,
+    ) -> tuple[JobRun | None, str | None]:
+        """Claim, starting again while the database asks for another try.
+
+        A deadlock, a serialization failure or a lock timeout ends a claim's
+        statement or transaction with nothing written (``retries``), and a
+        row in the way that another transaction is writing is not settled
+        yet (``_Unsettled``). Neither says who won, so each try starts from
+        a fresh read of what has committed: the tries together still give
+        one run. Inside the caller's transaction a failed statement may have
+        ended that transaction (MariaDB rolls it all back on a deadlock), so
+        there the error is raised for the caller to retry the whole of it.
+        """
+        waits = retries.pauses()
+        last: Exception
+        while True:
+            try:
+                with connection.cursor() as cursor:
+                    return self._claim_once(cursor, new, lease, force)
+            except _Unsettled as unsettled:
+                last = unsettled
+            except DatabaseError as error:
+                if connection.in_atomic_block or not retries.is_transient(error):
+                    raise
+                last = error
+            pause = next(waits, None)
+            if pause is None:
+                break
+            time.sleep(pause)
+        if isinstance(last, _Unsettled):
+            # A transaction has been writing the row in the way all this
+            # time: whoever it is, it is alive and has the job in hand.
+            with connection.cursor() as cursor:
+                self._skip(cursor, new, last.reason)
+            return None, None
+        raise last
+
+    def _claim_once(
+        self, cursor: CursorWrapper, new: JobRun, lease: datetime.timedelta, force: bool
+    ) -> tuple[JobRun | None, str | None]:
+        if claim_statements(cursor.db).claim_by_insert(cursor, new, lease):
+            return new, None
+        return self._contend(cursor, new, lease, force)
 
     def _contend(
         self, cursor: CursorWrapper, new: JobRun, lease: datetime.timedelta, force: bool
@@ -174,8 +221,18 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         return run, previous_status
 
     def _skip(self, cursor: CursorWrapper, new: JobRun, reason: str) -> None:
-        """Record that this instance stepped aside, in one INSERT."""
-        claim_statements(cursor.db).skip(cursor, new, reason)
+        """Record that this instance stepped aside, in one INSERT.
+
+        The claim rows decided; a skip row is a note for operators, never
+        worth failing the claim for. On SQLite a holder whose job keeps a
+        write transaction open makes the INSERT give up after the busy
+        timeout: the skip is logged, not recorded, and stays a skip.
+        """
+        try:
+            with _savepoint_if_in_transaction(cursor.db.alias):
+                claim_statements(cursor.db).skip(cursor, new, reason)
+        except DatabaseError as error:
+            events.skip_not_recorded(new.job, new.window, reason, error)
         events.skipped(self.model, new.job, new.window, reason)
 
     def _take(
@@ -194,17 +251,15 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             with _savepoint_if_in_transaction(db):
                 claim_statements(cursor.db).insert(cursor, new, lease)
             return new, None
-        window_exists = any(rival[0] == new.window for rival in seen)
-        return self._take_over(cursor, new, _rivals(new, force), lease, force, window_exists)
+        return self._take_over(cursor, new, seen, lease, force)
 
     def _take_over(
         self,
         cursor: CursorWrapper,
         new: JobRun,
-        rivals: _Rivals,
+        seen: list[Rival],
         lease: datetime.timedelta,
         force: bool,
-        window_exists: bool,
     ) -> tuple[JobRun | None, str | None]:
         """Reassign the window's row, and break dead runs' holds on the job.
 
@@ -215,6 +270,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         """
         db = cursor.db.alias
         runs = self.using(db)
+        rivals = _rivals(new, force)
         with _row_lock_transaction(db):
             # Rows another contender has locked are skipped, not waited for:
             # that contender is settling them right now.
@@ -228,12 +284,19 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
                     .annotate(db_now=DatabaseNow())
                 ),
             )
+            locked = {row.window for row in rows}
+            if new.window not in locked and any(rival[0] == new.window for rival in seen):
+                return None, None  # Another contender is taking it over.
+            if any(rival[0] not in locked for rival in seen):
+                # A dead holder read a moment ago is locked by another
+                # transaction, most likely a contender clearing it for its
+                # own claim. Inserting now would wait on that row while the
+                # other waits on ours: a deadlock. Read again once it is done.
+                raise _Unsettled(JobSkip.Reason.OVERLAP)
             dead_holders = [row.pk for row in rows if row.window != new.window]
+            current = next((row for row in rows if row.window == new.window), None)
             if dead_holders:
                 runs.filter(rivals.free, pk__in=dead_holders).update(holds_job=None)
-            current = next((row for row in rows if row.window == new.window), None)
-            if current is None and window_exists:
-                return None, None  # Another contender is taking it over.
             if current is None:
                 claim_statements(cursor.db).insert(cursor, new, lease)
                 return new, None
@@ -271,6 +334,14 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             setattr(current, name, value)
         current.attempt += 1
         return True
+
+
+class _Unsettled(Exception):
+    """A row in the claim's way is being written by another transaction."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -431,7 +502,8 @@ class JobRun(models.Model):
         """Refuse a claim that the table could not store, naming the fix.
 
         Checked here, before any statement: MariaDB's ``INSERT IGNORE``
-        would cut an overlong value short instead of refusing it.
+        would cut an overlong value short instead of refusing it, and a lease
+        past ``leases.MAX_LEASE`` can end where no database keeps a date.
         """
         for name, value in (("job", job), ("window", window), ("schedule", schedule)):
             field = cls._meta.get_field(name)
@@ -446,8 +518,36 @@ class JobRun(models.Model):
                     f"{name} {value!r} is {len(value)} characters long; "
                     f"shorten it to at most {limit}"
                 )
-        if not isinstance(lease, datetime.timedelta) or lease <= datetime.timedelta():
-            raise ValueError(f"lease must be a positive timedelta, not {lease!r}")
+        cls._refuse_what_a_column_would_lose(job=job, window=window, schedule=schedule)
+        if problem := leases.problem(lease):
+            raise ValueError(f"lease {problem}")
+
+    @classmethod
+    def _refuse_what_a_column_would_lose(cls, **values: str) -> None:
+        """Refuse a 4-byte character where a column would store it as "?" or
+        take it for any other (MariaDB's utf8mb3 and older collations).
+
+        Only a name with such a character asks the database, once per
+        process; see ``jobclaims.charsets``.
+        """
+        wide = {
+            name: char
+            for name, value in values.items()
+            if (char := charsets.needs_four_bytes(value))
+        }
+        if not wide:
+            return
+        connection = connections[jobclaims_settings.claims_database(cls)]
+        tables = [cls._meta.db_table, JobSkip._meta.db_table]
+        lossy = charsets.cached_lossy_columns(connection, tables)
+        for name, char in wide.items():
+            for (table, column), why in sorted(lossy.items()):
+                if column == name:
+                    raise ValueError(
+                        f"{name} {values[name]!r} has {char!r}, a character of 4 bytes, and "
+                        f"the {table}.{column} column {why}; convert the table with "
+                        f"ALTER TABLE {table} {charsets.CONVERSION}, or leave the character out"
+                    )
 
     def release(self, status: str = Status.SUCCEEDED, error: str = "") -> bool:
         """Record how the run ended and let the job's next run in.
@@ -507,11 +607,29 @@ class JobRun(models.Model):
         interleave until the block commits or rolls back. Keep the block
         short: while it is open, the next instance cannot take the window over.
         Raises ``ClaimLost`` on entry, writing nothing, if the claim was lost.
+
+        Under REPEATABLE READ or SERIALIZABLE, entering while the heartbeat
+        renews the lease ends the transaction with a serialization failure;
+        nothing of the block has run then, so it is entered again in a new
+        transaction (unless it is nested in one of the caller's).
         """
-        with transaction.atomic(using=self._state.db):
-            if not self._held_rows().update(status=F("status")):
-                raise ClaimLost(self._lost_message())
-            yield
+        db = self._state.db
+        assert db is not None, "a claimed run was saved, so it has a database"
+        waits = retries.pauses() if not connections[db].in_atomic_block else iter(())
+        entered = False
+        while True:
+            try:
+                with transaction.atomic(using=db):
+                    if not self._held_rows().update(status=F("status")):
+                        raise ClaimLost(self._lost_message())
+                    entered = True
+                    yield
+                return
+            except DatabaseError as error:
+                pause = next(waits, None)
+                if entered or pause is None or not retries.is_transient(error):
+                    raise
+            time.sleep(pause)
 
     def _held_rows(self) -> JobRunQuerySet:
         """This run's row, as long as this run still holds it."""

@@ -9,6 +9,13 @@ the project's ``TIME_ZONE``, so a daily job's window is the local day. Keys of
 windows shorter than a day carry the UTC offset, which keeps the two 01:00
 hours of a daylight-saving change apart. A ``timedelta`` cuts time into fixed
 buckets counted from the Unix epoch, the same on every host.
+
+Every instant has exactly one key. A wall time that a daylight-saving change
+skips or repeats is read the way Python reads it (``fold=0``): one skipped by
+a spring-forward change with the offset before the change, so 02:30 on the
+night New York skips from 02:00 to 03:00 is 03:30 daylight time; one repeated
+by a fall-back change as its first occurrence. An operator who means the
+second 01:30 writes its offset: ``2026-11-01T01:30-05:00``.
 """
 
 from __future__ import annotations
@@ -21,7 +28,10 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 WindowSpec = str | datetime.timedelta
 
-EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+UTC = datetime.timezone.utc
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
+SECOND = datetime.timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -31,7 +41,7 @@ class CalendarWindow:
     name: str
 
     def key_at(self, moment: datetime.datetime) -> str:
-        local = timezone.localtime(moment)
+        local = _local(moment)
         if self.name == "minutely":
             return local.replace(second=0, microsecond=0).isoformat("T", "minutes")
         if self.name == "hourly":
@@ -96,9 +106,9 @@ class FixedWindow:
         return f"{int(self.size.total_seconds())}-second"
 
     def key_at(self, moment: datetime.datetime) -> str:
-        buckets = (moment - EPOCH) // self.size
+        buckets = (moment.astimezone(UTC) - EPOCH) // self.size
         start = EPOCH + buckets * self.size
-        return timezone.localtime(start).isoformat("T", "seconds")
+        return _local(start).isoformat("T", "seconds")
 
     def keys_between(self, start: datetime.datetime, end: datetime.datetime) -> list[str]:
         """Keys of the buckets from ``start``'s up to, not including, ``end``'s."""
@@ -124,8 +134,14 @@ CALENDAR_NAMES = ("minutely", "hourly", "daily", "weekly", "monthly")
 def resolve(spec: WindowSpec) -> CalendarWindow | FixedWindow:
     """Turn a job's ``window`` attribute into a window, or explain the fix."""
     if isinstance(spec, datetime.timedelta):
-        if spec <= datetime.timedelta(0):
-            raise ValueError(f"window {spec!r} must be a positive timedelta")
+        # A key names its bucket's start to the second, and the schedule
+        # records the size in whole seconds: under a second, or with a
+        # fraction, two buckets would share a key or a name would lie.
+        if spec < SECOND or spec % SECOND:
+            raise ValueError(
+                f"window {spec!r} must be a whole number of seconds, at least 1, "
+                "like datetime.timedelta(seconds=90)"
+            )
         return FixedWindow(spec)
     if spec in CALENDAR_NAMES:
         return CalendarWindow(spec)
@@ -135,9 +151,17 @@ def resolve(spec: WindowSpec) -> CalendarWindow | FixedWindow:
 
 
 def from_name(name: str) -> CalendarWindow | FixedWindow:
-    """The window a recorded schedule names: the inverse of ``.name``."""
-    if name.endswith("-second"):
-        return FixedWindow(datetime.timedelta(seconds=int(name.removesuffix("-second"))))
+    """The window a recorded schedule names: the inverse of ``.name``.
+
+    Raises ``ValueError`` for a name no window has, such as the ``0-second``
+    that a window under a second was once recorded as.
+    """
+    seconds = name.removesuffix("-second")
+    if seconds != name:
+        # Also more seconds than a timedelta holds (999,999,999 days).
+        if not seconds.isdigit() or int(seconds) > datetime.timedelta.max // SECOND:
+            raise ValueError(f"schedule {name!r} names no window")
+        return resolve(datetime.timedelta(seconds=int(seconds)))
     return resolve(name)
 
 
@@ -147,6 +171,9 @@ def _distinct_keys(
     end: datetime.datetime,
     step: datetime.timedelta,
 ) -> list[str]:
+    # Arithmetic on a datetime in a zone with daylight saving adds wall time
+    # (01:00 + 1 h can be 02:00, an hour that does not exist), so step in UTC.
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
     current = window.key_at(end)
     keys: dict[str, None] = {}
     moment = start
@@ -166,6 +193,16 @@ def _moment(text: str) -> datetime.datetime:
     if moment is None:
         raise ValueError(f"{text!r} is not an ISO 8601 date or date-time")
     return _aware(moment)
+
+
+def _local(moment: datetime.datetime) -> datetime.datetime:
+    """``moment`` in the project's time zone, by way of UTC.
+
+    ``localtime()`` returns a datetime already in the current zone as it is,
+    even a wall time that does not exist, whose key would then name an hour
+    no scheduled run has. Through UTC every instant has one wall time.
+    """
+    return timezone.localtime(moment.astimezone(UTC))
 
 
 def _aware(moment: datetime.datetime) -> datetime.datetime:

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import traceback
 from io import StringIO
 from typing import IO
 
@@ -23,11 +22,16 @@ _TRIGGER_VARIABLE = "RACERS_TRIGGER_FD"
 
 
 class Racers:
-    """``count`` warm racers; ``envs``, when given, adds one environment to
-    each (a racer per Galera node, say), and sets their number instead."""
+    """``count`` warm racers, each with ``env`` added to its environment;
+    or one racer per environment in ``envs`` (a racer per Galera node)."""
 
-    def __init__(self, count: int = 0, envs: list[dict[str, str]] | None = None):
-        envs = envs or [{} for _ in range(count)]
+    def __init__(
+        self,
+        count: int = 0,
+        env: dict[str, str] | None = None,
+        envs: list[dict[str, str]] | None = None,
+    ):
+        envs = envs or [env or {} for _ in range(count)]
         self._trigger_read, self._trigger_write = os.pipe()
         self.processes = [
             subprocess.Popen(
@@ -73,6 +77,8 @@ def _pipes(process: subprocess.Popen[str]) -> tuple[IO[str], IO[str]]:
 
 
 def _serve() -> None:
+    import traceback
+
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
@@ -92,7 +98,8 @@ def _serve() -> None:
             err.write(str(error))
             returncode = error.returncode
         except Exception:
-            # What manage.py does with any other error: a traceback, exit 1.
+            # What manage.py would print before exiting 1: the racer lives on
+            # to report it, and to race again.
             err.write(traceback.format_exc())
             returncode = 1
         result = {"returncode": returncode, "stdout": out.getvalue(), "stderr": err.getvalue()}

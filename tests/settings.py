@@ -42,6 +42,20 @@ if standby_timeout := env("TESTS_STANDBY_TIMEOUT", default=""):
 
     JOBCLAIMS = {"STANDBY_TIMEOUT": datetime.timedelta(seconds=float(standby_timeout))}
 
+# tests/test_isolation.py runs real processes under the stricter isolation
+# a project may choose: REPEATABLE READ or SERIALIZABLE, and SQLite's
+# transactions that take the write lock as they begin.
+if isolation := env("TESTS_ISOLATION_LEVEL", default=""):
+    options = DATABASES["default"].setdefault("OPTIONS", {})
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        import psycopg
+
+        options["isolation_level"] = psycopg.IsolationLevel[isolation.upper().replace(" ", "_")]
+    elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+        options["isolation_level"] = isolation
+    else:
+        options["transaction_mode"] = isolation.upper()
+
 # A read replica for tests/test_routers.py: the same database under another
 # alias, which the test runner treats as a mirror of default.
 DATABASES["replica"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}

@@ -6,13 +6,16 @@ import datetime
 from typing import Any
 
 import pytest
+from django.contrib import admin
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Permission, User
 from django.db import connection
+from django.template.response import TemplateResponse
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from jobclaims.admin import JobRunAdmin
 from jobclaims.claiming import claim
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
@@ -286,3 +289,36 @@ def test_filtering_to_one_job_lists_its_windows_no_instance_claimed(operator):
     page = operator.get(CHANGELIST, {"job__exact": "sync"}).content.decode()
     assert f"1 window of sync was never claimed:\n      {missed}" in page
     assert "never claimed" not in operator.get(CHANGELIST).content.decode()
+
+
+def test_filtering_to_a_job_whose_schedule_names_no_window_lists_its_claims_and_no_missed_ones(
+    operator,
+):
+    run = claim_in_state(State.SUCCEEDED, "flicker", "2026-11-29T10:00:00+00:00")
+    JobRun.objects.filter(pk=run.pk).update(schedule="0-second")
+    response = operator.get(CHANGELIST, {"job__exact": "flicker"})
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == [run]
+    assert "never claimed" not in response.text
+
+
+@pytest.mark.parametrize("query", [{}, {"job__exact": "sync"}])
+def test_staff_without_the_view_permission_are_refused_before_any_summary_is_worked_out(
+    monkeypatch, active, query
+):
+    def summary_work(*args: object) -> None:
+        raise AssertionError("the summary was worked out for a user who may not see it")
+
+    monkeypatch.setattr("jobclaims.admin.missed_windows", summary_work)
+    monkeypatch.setattr("jobclaims.admin.states.running_counts", summary_work)
+    assert client_for(staff()).get(CHANGELIST, query).status_code == 403
+
+
+def test_extra_context_given_to_the_list_wins_over_the_summary(rf, active):
+    request = rf.get(CHANGELIST)
+    request.user = staff("view_jobrun")
+    model_admin = JobRunAdmin(JobRun, admin.site)
+    response = model_admin.changelist_view(request, {"claim_counts": {"active": 7}})
+    assert isinstance(response, TemplateResponse)
+    assert response.context_data is not None
+    assert response.context_data["claim_counts"] == {"active": 7}

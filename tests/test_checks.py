@@ -50,6 +50,16 @@ def test_a_lease_given_as_a_number_is_error_e003_asking_for_a_timedelta():
     assert "docs/settings.md" in hint(error)
 
 
+@override_settings(JOBCLAIMS={"DEFAULT_LEASE": datetime.timedelta(days=367)})
+def test_a_default_lease_longer_than_a_lease_may_last_is_error_e003_naming_the_fix():
+    [error] = checks.check_settings()
+    assert error.id == "jobclaims.E003"
+    assert error.msg.startswith(
+        "JOBCLAIMS['DEFAULT_LEASE'] is 367 days, 0:00:00, longer than the 366 days "
+        "a lease may last; the heartbeat renews a lease while its job runs"
+    )
+
+
 @override_settings(JOBCLAIMS={"CLOCK_SKEW_WARNING": datetime.timedelta()})
 def test_a_zero_clock_skew_warning_is_error_e003():
     assert ids(checks.check_settings()) == ["jobclaims.E003"]
@@ -186,3 +196,63 @@ def test_manage_py_check_passes_with_the_test_settings():
 def test_manage_py_check_fails_on_a_jobclaims_error():
     with pytest.raises(SystemCheckError, match=r"\(jobclaims\.E001\) USE_TZ is False"):
         call_command("check", stdout=StringIO(), stderr=StringIO())
+
+
+NEW_YORK = override_settings(TIME_ZONE="America/New_York")
+
+
+@NEW_YORK
+def test_a_database_without_time_zone_tables_under_a_local_time_zone_is_warning_w002(
+    monkeypatch,
+):
+    monkeypatch.setattr(connection.features, "has_zoneinfo_database", False)
+    [warning] = checks.check_time_zone_tables(databases=["default"])
+    assert warning.id == "jobclaims.W002"
+    assert "TIME_ZONE is 'America/New_York'" in warning.msg
+    assert "mariadb-tzinfo-to-sql /usr/share/zoneinfo" in hint(warning)
+    assert "mysql_tzinfo_to_sql" in hint(warning)
+    assert "TIME_ZONE = 'UTC'" in hint(warning)
+
+
+def test_a_database_without_time_zone_tables_needs_none_when_time_zone_is_utc(monkeypatch):
+    monkeypatch.setattr(connection.features, "has_zoneinfo_database", False)
+    assert checks.check_time_zone_tables(databases=["default"]) == []
+
+
+@NEW_YORK
+def test_w002_is_left_to_the_checks_that_name_a_database(monkeypatch):
+    monkeypatch.setattr(connection.features, "has_zoneinfo_database", False)
+    assert checks.check_time_zone_tables() == []
+    assert checks.check_time_zone_tables(databases=["replica"]) == []
+
+
+@pytest.mark.django_db
+@NEW_YORK
+def test_w002_is_given_exactly_where_the_admins_list_of_claims_fails():
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from jobclaims.states import State
+    from tests.factories import claim_in_state
+    from tests.test_admin import CHANGELIST
+
+    claim_in_state(State.SUCCEEDED)
+    client = Client()
+    client.force_login(User.objects.create_superuser("root"))
+    warned = ids(checks.check_time_zone_tables(databases=["default"])) == ["jobclaims.W002"]
+    if warned:
+        with pytest.raises(ValueError, match="time zone definitions"):
+            client.get(CHANGELIST)
+    else:
+        assert client.get(CHANGELIST).status_code == 200
+
+
+@pytest.mark.usefixtures("every_database")
+@NEW_YORK
+def test_manage_py_check_database_runs_the_checks_that_ask_the_server(monkeypatch):
+    monkeypatch.setattr(connection.features, "has_zoneinfo_database", False)
+    plain, named = StringIO(), StringIO()
+    call_command("check", stdout=plain, stderr=plain)
+    call_command("check", "--database", "default", stdout=named, stderr=named)
+    assert "jobclaims.W002" not in plain.getvalue()
+    assert "(jobclaims.W002) The 'default' database has no time-zone tables" in named.getvalue()

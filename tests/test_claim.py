@@ -264,15 +264,18 @@ def test_active_and_expired_are_judged_by_the_database_clock():
         ("x" * 201, "w", LEASE, "shorten it to at most 200"),
         ("charge", "", LEASE, "needs a window name"),
         ("charge", "w" * 65, LEASE, "shorten it to at most 64"),
-        ("charge", "w", datetime.timedelta(0), "positive timedelta"),
-        ("charge", "w", datetime.timedelta(seconds=-1), "positive timedelta"),
-        ("charge", "w", 60, "positive timedelta"),
+        ("charge", "w", datetime.timedelta(0), "positive datetime.timedelta"),
+        ("charge", "w", datetime.timedelta(seconds=-1), "positive datetime.timedelta"),
+        ("charge", "w", 60, "positive datetime.timedelta"),
+        ("charge", "w", datetime.timedelta(days=367), "longer than the 366 days"),
+        ("charge", "w", datetime.timedelta.max, "longer than the 366 days a lease may last"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(job, window, lease, message):
     with pytest.raises(ValueError, match=message):
         JobRun.objects.claim(job, window, lease=lease)
     assert not JobRun.objects.exists()
+    assert not JobSkip.objects.exists()
 
 
 def test_an_overlong_schedule_is_refused_rather_than_cut_short():

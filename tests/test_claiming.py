@@ -8,7 +8,7 @@ import pytest
 
 from jobclaims.claiming import claim, claimed
 from jobclaims.exceptions import NotClaimed
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, JobSkip
 from jobclaims.testing import race
 from tests.test_concurrency import outcomes
 from tests.testapp.models import Charge
@@ -56,6 +56,33 @@ def test_a_bad_window_is_refused_before_anything_is_written():
         claim("sync_ledger", window="hourl"),
     ):
         pass
+    assert not JobRun.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("lease", "message"),
+    [
+        (datetime.timedelta(days=367), "lease is 367 days, 0:00:00, longer than the 366 days"),
+        (datetime.timedelta(0), "lease must be a positive datetime.timedelta"),
+    ],
+)
+def test_a_lease_out_of_bounds_is_refused_before_anything_is_written(lease, message):
+    with pytest.raises(ValueError, match=message), claim("sync_ledger", key=KEY, lease=lease):
+        pass
+    assert not JobRun.objects.exists()
+    assert not JobSkip.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"lease": datetime.timedelta(days=400)}, "longer than the 366 days"),
+        ({"window": datetime.timedelta(milliseconds=10)}, "whole number of seconds"),
+    ],
+)
+def test_claimed_refuses_a_bad_lease_or_window_when_it_decorates(options, message):
+    with pytest.raises(ValueError, match=message):
+        claimed("tally", **options)
     assert not JobRun.objects.exists()
 
 

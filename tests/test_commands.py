@@ -5,13 +5,15 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import override_settings
 
 from jobclaims import windows
 from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, JobSkip
 from tests.conftest import run_command
 from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger
 from tests.testapp.models import Charge
@@ -94,13 +96,64 @@ def test_the_lease_option_sets_the_claims_lease():
     assert run.expires_at - run.claimed_at == datetime.timedelta(seconds=90)
 
 
-@pytest.mark.parametrize("lease", ["0", "-5", "soon"])
-def test_a_bad_lease_is_refused_and_nothing_is_written(lease, capsys):
+@pytest.mark.parametrize(
+    ("lease", "message"),
+    [
+        ("0", "the lease must be above 0 seconds, not 0"),
+        ("-5", "the lease must be above 0 seconds, not -5"),
+        ("nan", "the lease must be above 0 seconds, not nan"),
+        ("1e-9", "the lease must be above 0 seconds, not 1e-9"),
+        ("soon", "'soon' is not a number of seconds"),
+        ("31622401", "the lease must be at most 31622400 seconds (366 days), not 31622401; "),
+        ("300000000000", "the lease must be at most 31622400 seconds (366 days), not 300000000000"),
+        ("1e300", "the lease must be at most 31622400 seconds (366 days), not 1e300"),
+        ("inf", "the lease must be at most 31622400 seconds (366 days), not inf"),
+    ],
+)
+def test_a_bad_lease_is_refused_and_nothing_is_written(lease, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         ChargeLedger().run_from_argv(["manage.py", "charge_ledger", "--lease", lease])
     assert exit_.value.code == 2
-    assert "--lease" in capsys.readouterr().err
+    assert f"argument --lease: {message}" in capsys.readouterr().err
     assert not JobRun.objects.exists()
+    assert not JobSkip.objects.exists()
+
+
+def test_the_longest_lease_is_stored_and_read_back_exactly():
+    _, err, status = run_command("charge_ledger", "--window", WINDOW, "--lease", "31622400")
+    assert status == 0, err
+    run = JobRun.objects.get()
+    assert run.expires_at - run.claimed_at == datetime.timedelta(days=366)
+
+
+class YearLongLease(ChargeLedger):
+    lease = datetime.timedelta(days=367)
+
+
+class ZeroLease(ChargeLedger):
+    lease = datetime.timedelta(0)
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (YearLongLease, r"YearLongLease\.lease is 367 days, 0:00:00, longer than the 366 days"),
+        (ZeroLease, r"ZeroLease\.lease must be a positive datetime\.timedelta"),
+    ],
+)
+def test_a_job_class_with_a_lease_out_of_bounds_is_refused_and_nothing_is_written(command, message):
+    with pytest.raises(CommandError, match=message):
+        call_command(command(), "--window", WINDOW)
+    assert not JobRun.objects.exists()
+    assert not JobSkip.objects.exists()
+
+
+@override_settings(JOBCLAIMS={"DEFAULT_LEASE": datetime.timedelta(days=400)})
+def test_a_default_lease_setting_out_of_bounds_is_refused_and_nothing_is_written():
+    with pytest.raises(ImproperlyConfigured, match=r"DEFAULT_LEASE'\] is 400 days"):
+        call_command("charge_ledger", "--window", WINDOW)
+    assert not JobRun.objects.exists()
+    assert not JobSkip.objects.exists()
 
 
 def test_a_bad_window_option_is_refused_with_an_example_and_nothing_is_written():
@@ -149,3 +202,13 @@ def test_a_database_without_the_jobclaims_tables_names_the_migrate_command():
     assert status == 1
     assert "run: manage.py migrate jobclaims" in err
     assert not Charge.objects.exists()
+
+
+class SubSecondWindow(JobCommand):
+    window = datetime.timedelta(seconds=1.5)
+
+
+def test_a_window_of_a_fraction_of_a_second_is_refused_and_nothing_is_written():
+    with pytest.raises(CommandError, match=r"SubSecondWindow\.window: .* whole number of seconds"):
+        call_command(SubSecondWindow())
+    assert not JobRun.objects.exists()

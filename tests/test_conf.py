@@ -41,6 +41,14 @@ def test_reading_a_bad_value_raises_improperly_configured_naming_the_key():
         _ = jobclaims_settings.default_lease
 
 
+@override_settings(JOBCLAIMS={"DEFAULT_LEASE": datetime.timedelta(days=367)})
+def test_reading_a_default_lease_longer_than_a_lease_may_last_raises_the_check_message():
+    [problem] = conf.problems()
+    with pytest.raises(ImproperlyConfigured) as refused:
+        _ = jobclaims_settings.default_lease
+    assert str(refused.value) == problem
+
+
 @override_settings(JOBCLAIMS={"DATABASE": "claims"})
 def test_a_database_alias_must_be_one_of_databases():
     with pytest.raises(ImproperlyConfigured, match="'claims', which is not in DATABASES"):

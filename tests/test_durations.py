@@ -31,6 +31,19 @@ def test_an_age_it_cannot_read_is_refused_with_the_format_to_use(text):
         age(text)
 
 
+def test_an_age_of_a_century_is_the_longest_accepted():
+    assert age("36525d") == datetime.timedelta(days=36525)
+    assert age("876600h") == datetime.timedelta(days=36525)
+
+
+@pytest.mark.parametrize(
+    "text", ["36526d", "876601h", "52596001m", "999999999d", "99999999999999h", "9" * 40 + "d"]
+)
+def test_an_age_longer_than_a_century_is_refused_naming_the_longest(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="longer than the 36525 days"):
+        age(text)
+
+
 @pytest.mark.parametrize(
     ("seconds", "parts", "expected"),
     [

@@ -164,3 +164,18 @@ def test_a_host_clock_an_hour_off_claims_the_window_of_the_database_clock():
     after = resolve("hourly").key_at(database_now())
     assert skewed.outcome == "ran", skewed
     assert JobRun.objects.get().window in {before, after}
+
+
+def test_an_instance_skips_cleanly_while_the_holder_keeps_a_write_transaction_open():
+    # On SQLite the holder's open transaction keeps the whole file locked,
+    # so recording the skip gives up after the busy timeout.
+    [holder] = start(
+        "charge_ledger", "--window", WINDOW, "--hold-transaction", "7", "--lease", "30"
+    )
+    read_until(holder, "charging as attempt 1")
+    [skipper] = race("charge_ledger", "--window", WINDOW, instances=1)
+    assert skipper.returncode == 0, skipper.stderr
+    assert skipper.outcome == "skipped"
+    assert "Traceback" not in skipper.stderr
+    assert holder.finish().returncode == 0
+    assert Charge.objects.count() == 1

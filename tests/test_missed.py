@@ -93,3 +93,18 @@ def test_a_dead_claim_older_than_the_pruned_history_does_not_make_pruned_windows
     for hours_ago in (2, 1, 0):
         claim_at("sync", "hourly", now - hours_ago * HOUR)
     assert missed_windows("sync") == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("schedule", ["0-second", "x-second", "fortnightly"])
+def test_a_recorded_schedule_that_names_no_window_lists_no_missed_windows(schedule):
+    JobRun.objects.claim("flicker", "2026-11-29T10:00:00+00:00", lease=HOUR, schedule=schedule)
+    assert missed_windows("flicker") == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fixed_window_longer_than_the_look_back_can_reach_still_lists_its_windows():
+    long = datetime.timedelta(days=800)
+    with claim("biennial", window=long, allow_overlap=True):
+        pass
+    assert missed_windows("biennial") == []

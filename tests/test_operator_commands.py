@@ -285,3 +285,26 @@ def test_status_lists_the_windows_no_instance_claimed():
     assert f"sync: 2 missed windows: {', '.join(missed)}" in out
     document, _, _ = run_command("jobclaims_status", "--json", "--missed", "--job", "sync")
     assert json.loads(document)["missed_windows"] == {"sync": missed}
+
+
+def test_status_lists_no_missed_windows_for_a_schedule_that_names_no_window():
+    JobRun.objects.claim("flicker", "2026-11-29T10:00:00+00:00", lease=LEASE, schedule="0-second")
+    out, err, status = run_command("jobclaims_status", "--missed")
+    assert status == 0, err
+    assert "missed" not in out
+
+
+@pytest.mark.parametrize("age", ["999999999d", "99999999999999h", "36526d"])
+def test_prune_refuses_an_age_longer_than_a_century_and_deletes_nothing(history, age):
+    skip("2026-10-01", 40 * DAY)
+    _, err, status = run_command("jobclaims_prune", "--older-than", age)
+    assert status == 1
+    assert f"argument --older-than: '{age}' is longer than the 36525 days (100 years)" in err
+    assert kept(history) == set(history)
+    assert JobSkip.objects.count() == 1
+
+
+def test_prune_accepts_an_age_of_a_century(history):
+    _, err, status = run_command("jobclaims_prune", "--older-than", "36525d")
+    assert status == 0, err
+    assert kept(history) == set(history)
