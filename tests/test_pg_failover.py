@@ -11,8 +11,10 @@ promoted server never saw the claim, and the second run is counted and
 reported: it is the known limit (docs/clusters.md).
 
 They need ``JOBCLAIMS_PG_REPLICA`` set to the primary's and the standby's
-URLs (scripts/start-pg-replica prints it); they start and stop the pair
-themselves, and use no test database of the suite's.
+URLs (scripts/start-pg-replica prints it), and ``DATABASE_URL`` set to the
+primary, so that they run once, not in each of the suite's runs on its
+databases (scripts/test-clusters sets both). They reset the pair for each
+trial, and use no test database of the suite's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from django.db import connection
 
 from tests.clusters import cluster_setting
 
@@ -54,6 +57,13 @@ class Pair:
 def pair() -> Iterator[Pair]:
     """A pair whose snapshot holds the migrated schema, so each reset has it."""
     primary, standby = cluster_setting("JOBCLAIMS_PG_REPLICA", HOW).split(",")
+    suite = connection.settings_dict
+    if (suite["HOST"], str(suite["PORT"])) != (
+        urlsplit(primary).hostname,
+        str(urlsplit(primary).port),
+    ):
+        # Once per run, not in each of the suite's runs on its databases.
+        pytest.skip(f"runs with DATABASE_URL={primary} (scripts/test-clusters does)")
     pair = Pair(primary, standby)
     pair.do("reset", "on")
     subprocess.run(
