@@ -22,6 +22,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 from django.db import connection
@@ -169,3 +170,63 @@ def wait_until(condition, timeout: float = 60) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
+
+
+def test_an_instance_on_a_node_cut_off_from_the_cluster_does_not_run_and_says_why(node_urls):
+    """Galera answers 1047 on a node outside the primary component; a claim
+    retries it like any "try again", then gives up having run nothing."""
+    isolated = on_nodes(node_urls)[2]
+    try:
+        isolate(node_urls[2], True)
+        wait_until(lambda: not in_primary_component(node_urls[2]))
+        [result] = race_on(isolated)
+    finally:
+        isolate(node_urls[2], False)
+        wait_until(lambda: synced(node_urls[2]))
+    assert result.returncode == 1, result
+    assert "Could not claim charge_ledger" in result.stderr
+    assert "nothing ran" in result.stderr
+    assert not Charge.objects.exists()
+
+
+def race_on(env: dict[str, str]) -> list[InstanceResult]:
+    from jobclaims.testing import race
+
+    return race("charge_ledger", "--window", windows(1)[0], instances=1, env=env, timeout=120)
+
+
+def node_status(url: str, name: str) -> str:
+    """A ``wsrep_`` status of the node at ``url``, read over a connection of its own."""
+    import MySQLdb
+
+    parts = urlsplit(url)
+    session = MySQLdb.connect(host=parts.hostname, port=parts.port, user=parts.username or "root")
+    try:
+        cursor = session.cursor()
+        cursor.execute("SHOW STATUS LIKE %s", [name])
+        row = cursor.fetchone()
+        return str(row[1]) if row else ""
+    finally:
+        session.close()
+
+
+def in_primary_component(url: str) -> bool:
+    return node_status(url, "wsrep_cluster_status") == "Primary"
+
+
+def synced(url: str) -> bool:
+    return node_status(url, "wsrep_local_state_comment") == "Synced"
+
+
+def isolate(url: str, cut_off: bool) -> None:
+    """Cut the node at ``url`` off from the others, or let it rejoin them."""
+    import MySQLdb
+
+    parts = urlsplit(url)
+    session = MySQLdb.connect(host=parts.hostname, port=parts.port, user=parts.username or "root")
+    try:
+        session.cursor().execute(
+            f"SET GLOBAL wsrep_provider_options = 'gmcast.isolate={int(cut_off)}'"
+        )
+    finally:
+        session.close()
