@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import os
 import signal
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -195,19 +196,19 @@ def race_on(env: dict[str, str]) -> list[InstanceResult]:
     return race("charge_ledger", "--window", windows(1)[0], instances=1, env=env, timeout=120)
 
 
-def node_status(url: str, name: str) -> str:
-    """A ``wsrep_`` status of the node at ``url``, read over a connection of its own."""
-    import MySQLdb
-
+def on_node(url: str, statement: str) -> str:
+    """Run ``statement`` on the node at ``url`` with the mariadb client, as an operator would."""
     parts = urlsplit(url)
-    session = MySQLdb.connect(host=parts.hostname, port=parts.port, user=parts.username or "root")
-    try:
-        cursor = session.cursor()
-        cursor.execute("SHOW STATUS LIKE %s", [name])
-        row = cursor.fetchone()
-        return str(row[1]) if row else ""
-    finally:
-        session.close()
+    client = ["mariadb", "--protocol=tcp", f"--host={parts.hostname}", f"--port={parts.port}"]
+    client += [f"--user={parts.username or 'root'}", "--batch", "--skip-column-names"]
+    done = subprocess.run([*client, "-e", statement], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def node_status(url: str, name: str) -> str:
+    """A ``wsrep_`` status of the node at ``url``."""
+    row = on_node(url, f"SHOW STATUS LIKE '{name}'").split()
+    return row[1] if len(row) > 1 else ""
 
 
 def in_primary_component(url: str) -> bool:
@@ -220,13 +221,4 @@ def synced(url: str) -> bool:
 
 def isolate(url: str, cut_off: bool) -> None:
     """Cut the node at ``url`` off from the others, or let it rejoin them."""
-    import MySQLdb
-
-    parts = urlsplit(url)
-    session = MySQLdb.connect(host=parts.hostname, port=parts.port, user=parts.username or "root")
-    try:
-        session.cursor().execute(
-            f"SET GLOBAL wsrep_provider_options = 'gmcast.isolate={int(cut_off)}'"
-        )
-    finally:
-        session.close()
+    on_node(url, f"SET GLOBAL wsrep_provider_options = 'gmcast.isolate={int(cut_off)}'")
