@@ -15,7 +15,7 @@ from django.utils import timezone
 from jobclaims import leases, retries, windows
 from jobclaims.claiming import holding, validate_max_run_time, window_key
 from jobclaims.conf import jobclaims_settings
-from jobclaims.exceptions import ClaimLost, JobInterrupted
+from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
 from jobclaims.models import JobRun
 from jobclaims.stopping import interrupting_on_stop_signals
 
@@ -113,6 +113,8 @@ class JobCommand(BaseCommand):
                 schedule=windows.resolve(self.window).name,
             )
         except ValueError as error:
+            raise CommandError(error) from error
+        except StandbyTimeout as error:
             raise CommandError(error) from error
         except DatabaseError as error:
             if retries.is_transient(error):

@@ -62,6 +62,8 @@ SETTINGS: Mapping[str, _Setting] = {
     "DATABASE": _Setting(None, _database_alias),
     # How far this host's clock may drift from the database's before a warning.
     "CLOCK_SKEW_WARNING": _Setting(datetime.timedelta(minutes=1), _positive_timedelta),
+    # How long a claim's commit may wait for a synchronous standby (PostgreSQL).
+    "STANDBY_TIMEOUT": _Setting(datetime.timedelta(seconds=30), _positive_timedelta),
 }
 
 
@@ -106,6 +108,11 @@ class JobClaimsSettings:
     def clock_skew_warning(self) -> datetime.timedelta:
         """The drift between this host's clock and the database's worth a warning."""
         return cast(datetime.timedelta, self._value("CLOCK_SKEW_WARNING"))
+
+    @property
+    def standby_timeout(self) -> datetime.timedelta:
+        """How long a commit may wait for a synchronous standby before it is cancelled."""
+        return cast(datetime.timedelta, self._value("STANDBY_TIMEOUT"))
 
     def _value(self, key: str) -> object:
         """The value of ``key``, validated: the properties cast it to what it now is."""

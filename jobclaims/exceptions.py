@@ -36,3 +36,14 @@ class NotClaimed(Exception):
     def __init__(self, job: str, window: str):
         self.job, self.window = job, window
         super().__init__(f"{job} {window} is held by another instance or already done")
+
+
+class StandbyTimeout(Exception):
+    """A claim's commit was not acknowledged by a synchronous standby in time.
+
+    With synchronous replication, PostgreSQL waits for a standby before it
+    reports a commit, and with no standby answering it would wait forever.
+    jobclaims cancels the wait after ``JOBCLAIMS["STANDBY_TIMEOUT"]``; the
+    commit then stands on the primary alone, which a failover would lose,
+    so the job does not run. Raised by ``JobRun.objects.claim()``.
+    """

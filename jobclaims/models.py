@@ -15,7 +15,7 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import charsets, events, leases, retries
+from jobclaims import charsets, events, leases, retries, standby
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost
@@ -132,9 +132,20 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             owner=process_owner(),
             holds_job=None if allow_overlap else True,
         )
-        run, previous_status = self._claim_until_settled(connections[db], new, lease, force)
+        connection = connections[db]
+        connection.ensure_connection()
+        # A commit may wait for a synchronous standby; never forever.
+        with standby.bounded(connection) as watch:
+            try:
+                run, previous_status = self._claim_until_settled(connection, new, lease, force)
+            except DatabaseError as error:
+                if watch.fired:  # Cancelled before it committed anything.
+                    raise standby.claim_not_acknowledged(job, window, None) from error
+                raise
         if run is None:
             return None
+        if watch.fired:
+            raise standby.claim_not_acknowledged(job, window, run)
         events.acquired(run, previous_status)
         return run
 
@@ -551,12 +562,16 @@ class JobRun(models.Model):
         db = self._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
         connection = connections[db]
+        connection.ensure_connection()
 
         def release_once() -> bool:
             with connection.cursor() as cursor:
                 return claim_statements(connection).release(cursor, self, status, error)
 
-        if not retries.retrying(connection, release_once):
+        with standby.bounded(connection) as watch:
+            released = retries.retrying(connection, release_once)
+        standby.warn_if_not_acknowledged(watch, f"the {status} outcome", self)
+        if not released:
             return False
         self.status, self.error, self.holds_job = status, error, None
         # Set by the database clock: loaded from the row if it is read.
@@ -583,7 +598,11 @@ class JobRun(models.Model):
             expires_at = min(expires_at, until)
         running = self._held_rows().filter(expires_at__gt=DatabaseNow())
         connection = connections[db]
-        if not retries.retrying(connection, lambda: running.update(expires_at=expires_at)):
+        connection.ensure_connection()
+        with standby.bounded(connection) as watch:
+            renewed = retries.retrying(connection, lambda: running.update(expires_at=expires_at))
+        standby.warn_if_not_acknowledged(watch, "the renewal", self)
+        if not renewed:
             return False
         self.expires_at = expires_at
         return True

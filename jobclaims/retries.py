@@ -33,8 +33,11 @@ RETRY_FOR = 12.0
 #: lock_not_available.
 _POSTGRESQL = frozenset({"40P01", "40001", "55P03"})
 #: MariaDB's ER_LOCK_DEADLOCK (also a Galera certification conflict) and
-#: ER_LOCK_WAIT_TIMEOUT.
-_MYSQL = frozenset({1213, 1205})
+#: ER_LOCK_WAIT_TIMEOUT (also a Galera node that cannot catch up for a causal
+#: read), and ER_UNKNOWN_COM_ERROR, which a Galera node outside the cluster's
+#: primary component answers to everything ("WSREP has not yet prepared node
+#: for application use") until it rejoins, often within seconds.
+_MYSQL = frozenset({1213, 1205, 1047})
 #: SQLite's SQLITE_BUSY and SQLITE_LOCKED (named in sqlite3 from Python 3.11).
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 

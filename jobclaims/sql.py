@@ -16,7 +16,7 @@ import datetime
 import functools
 from typing import TYPE_CHECKING, Any
 
-from django.db import OperationalError, connections
+from django.db import DatabaseError, OperationalError, connections
 
 from jobclaims.clock import as_utc, lease_end_sql, now_sql
 
@@ -48,6 +48,7 @@ class ClaimStatements:
 
         now = now_sql(connection)
         lease_end, self._lease_param = lease_end_sql(connection)
+        galera = _on_galera(connection)
         self._token = JobRun._meta.get_field("token")
         run, skip = _Table(connection, JobRun), _Table(connection, JobSkip)
 
@@ -60,22 +61,29 @@ class ClaimStatements:
         key_and_stamps = run.names("id", "claimed_at", "expires_at")
         self._returning = f" RETURNING {key_and_stamps}"
         self._insert_unless_taken = _insert_unless_taken(
-            connection.vendor, columns, values, self._returning
+            connection.vendor, columns, values, self._returning, galera
         )
         self._insert_run = f"INSERT INTO {columns} VALUES ({values})"
+        self._insert_run_returning = self._insert_run + self._returning
+        if galera:
+            self._insert_run_returning = _galera_trusted(self._insert_run_returning)
         self._read_back = (
             f"SELECT {key_and_stamps} FROM {run} "
             f"WHERE {run['job']} = %s AND {run['window']} = %s AND {run['token']} = %s"
         )
 
-        self._window_rows = (
+        window_rows = (
             f"SELECT {run['window']}, {run['status']}, {run['expires_at']} <= {now} "
             f"FROM {run} WHERE ({run['job']} = %s AND {run['window']} = %s)"
         )
         # Each side of the OR is a lookup on one of the two unique indexes.
-        self._window_and_holder_rows = (
-            f"{self._window_rows} OR ({run['job']} = %s AND {run['holds_job']} IS NOT NULL)"
+        window_and_holder_rows = (
+            f"{window_rows} OR ({run['job']} = %s AND {run['holds_job']} IS NOT NULL)"
         )
+        if galera:
+            window_rows = _galera_causal(window_rows)
+            window_and_holder_rows = _galera_causal(window_and_holder_rows)
+        self._window_rows, self._window_and_holder_rows = window_rows, window_and_holder_rows
         skip_columns = f"{skip} ({skip.names('job', 'window', 'owner', 'reason', 'skipped_at')})"
         skip_values = f"%s, %s, %s, %s, {now}"
         self._insert_skip = f"INSERT INTO {skip_columns} VALUES ({skip_values})"
@@ -115,7 +123,7 @@ class ClaimStatements:
         try:
             cursor.execute(self._insert_unless_taken, params)
         except OperationalError as error:
-            if _waited(error):
+            if _waited(error) or _lost_certification(error):
                 return False
             raise
         row = cursor.fetchone()
@@ -137,7 +145,7 @@ class ClaimStatements:
         and stamps; ``IntegrityError`` when a unique constraint is taken."""
         params = self._insert_params(cursor, run, lease)
         if cursor.db.features.can_return_columns_from_insert:
-            cursor.execute(self._insert_run + self._returning, params)
+            cursor.execute(self._insert_run_returning, params)
         else:  # MySQL, and SQLite before 3.35: read the row back.
             cursor.execute(self._insert_run, params)
             token = self._token.get_db_prep_value(run.token, cursor.db)
@@ -159,7 +167,13 @@ class ClaimStatements:
         cursor.execute(statement, [run.job, run.window, run.owner, str(reason)])
 
     def release(self, cursor: CursorWrapper, run: JobRun, status: str, error: str) -> bool:
-        """End ``run`` with ``status`` if it still holds its claim."""
+        """End ``run`` with ``status`` if it still holds its claim.
+
+        On Galera the UPDATE may be retried by the server when another
+        node's write to the row wins certification; that is right here: it
+        returns no rows, so the client is told only the retry's row count,
+        and the retry finds the row taken over and changes nothing.
+        """
         token = self._token.get_db_prep_value(run.token, cursor.db)
         cursor.execute(self._release, [str(status), error, run.pk, token])
         return bool(cursor.rowcount == 1)
@@ -178,7 +192,9 @@ class ClaimStatements:
         run._state.adding, run._state.db = False, cursor.db.alias
 
 
-def _insert_unless_taken(vendor: str, columns: str, values: str, returning: str) -> str | None:
+def _insert_unless_taken(
+    vendor: str, columns: str, values: str, returning: str, galera: bool
+) -> str | None:
     """An INSERT that does nothing where a unique key is taken, and fails
     at once, rather than wait, where another transaction holds that key.
 
@@ -197,8 +213,11 @@ def _insert_unless_taken(vendor: str, columns: str, values: str, returning: str)
     if vendor == "mysql":
         # MariaDB's per-statement setting; MySQL, which lacks it, also lacks
         # INSERT ... RETURNING, so it never sends this.
+        settings = ["innodb_lock_wait_timeout = 0"]
+        if galera:
+            settings.append(_GALERA_NO_RETRY)
         return (
-            "SET STATEMENT innodb_lock_wait_timeout = 0 FOR "
+            f"SET STATEMENT {', '.join(settings)} FOR "
             f"INSERT IGNORE INTO {columns} VALUES ({values}){returning}"
         )
     return None
@@ -216,6 +235,65 @@ def _insert_unflushed(vendor: str, columns: str, values: str) -> str:
         unflushed = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
         return f"INSERT INTO {columns} SELECT {values} FROM {unflushed}"
     return f"INSERT INTO {columns} VALUES ({values})"
+
+
+# Galera: MariaDB whose nodes all take writes, and settle conflicts between
+# them when a transaction commits (certification), not with row locks, which
+# are local to a node. Two of its defaults break a claim; each statement that
+# needs another value sets it for itself, so nothing outlives the statement,
+# and nothing of this is sent to a server that does not run Galera.
+
+#: Galera retries an autocommitted statement that lost certification, once
+#: by default, after the rows its RETURNING produced were already sent: the
+#: client would read a row the retry did not insert. Without the retry the
+#: statement fails with error 1213 instead, and nothing is sent.
+_GALERA_NO_RETRY = "wsrep_retry_autocommit = 0"
+
+#: A node applies what the others committed a moment later; a read that
+#: decides whether to skip or take over first waits until this node has
+#: applied everything committed cluster-wide before it started (1: reads).
+_GALERA_CAUSAL = "wsrep_sync_wait = 1"
+
+
+def _on_galera(connection: BaseDatabaseWrapper) -> bool:
+    """Whether ``connection``'s server is a node of a Galera cluster.
+
+    Asked of the server, once per process and database (the statements are
+    written once), so a user has nothing to set, and a single server gets
+    the statements it always got. Only MariaDB has the per-statement
+    settings that make Galera's claims exact.
+    """
+    if connection.vendor != "mysql" or not getattr(connection, "mysql_is_mariadb", False):
+        return False
+    with connection.cursor() as cursor:
+        # One round trip; SHOW VARIABLES, which no server refuses, scans
+        # them all and takes thirty times as long.
+        try:
+            cursor.execute("SELECT @@GLOBAL.wsrep_on")
+        except DatabaseError:  # 1193: a MariaDB built without Galera.
+            return False
+        (on,) = cursor.fetchone()
+    return bool(on)
+
+
+def _galera_trusted(statement: str) -> str:
+    """``statement``, sending its rows only once the cluster committed them."""
+    return f"SET STATEMENT {_GALERA_NO_RETRY} FOR {statement}"
+
+
+def _galera_causal(statement: str) -> str:
+    """``statement``, reading what every node had committed when it started."""
+    return f"SET STATEMENT {_GALERA_CAUSAL} FOR {statement}"
+
+
+def _lost_certification(error: OperationalError) -> bool:
+    """Whether ``error`` is Galera refusing a write another node's beat.
+
+    MariaDB reports it as a deadlock (1213): nothing was written, and the
+    winner's row is, or is about to be, on this node; a causal read finds it.
+    """
+    cause = error.__cause__
+    return cause is not None and cause.args[:1] == (1213,)
 
 
 def _waited(error: OperationalError) -> bool:

@@ -22,7 +22,16 @@ _TRIGGER_VARIABLE = "RACERS_TRIGGER_FD"
 
 
 class Racers:
-    def __init__(self, count: int, env: dict[str, str] | None = None):
+    """``count`` warm racers, each with ``env`` added to its environment;
+    or one racer per environment in ``envs`` (a racer per Galera node)."""
+
+    def __init__(
+        self,
+        count: int = 0,
+        env: dict[str, str] | None = None,
+        envs: list[dict[str, str]] | None = None,
+    ):
+        envs = envs or [env or {} for _ in range(count)]
         self._trigger_read, self._trigger_write = os.pipe()
         self.processes = [
             subprocess.Popen(
@@ -35,10 +44,10 @@ class Racers:
                     **os.environ,
                     **child_environment(),
                     _TRIGGER_VARIABLE: str(self._trigger_read),
-                    **(env or {}),
+                    **env,
                 },
             )
-            for _ in range(count)
+            for env in envs
         ]
 
     def race(self, *argv: str) -> list[InstanceResult]:

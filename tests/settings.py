@@ -35,6 +35,13 @@ if pooler := env("TESTS_POSTGRES_POOLER", default=""):
         HOST=pooler_host, PORT=pooler_port, DISABLE_SERVER_SIDE_CURSORS=True
     )
 
+# tests/test_pg_failover.py gives the job processes it starts a short wait
+# for a standby that does not answer, in seconds.
+if standby_timeout := env("TESTS_STANDBY_TIMEOUT", default=""):
+    import datetime
+
+    JOBCLAIMS = {"STANDBY_TIMEOUT": datetime.timedelta(seconds=float(standby_timeout))}
+
 # tests/test_isolation.py runs real processes under the stricter isolation
 # a project may choose: REPEATABLE READ or SERIALIZABLE, and SQLite's
 # transactions that take the write lock as they begin.

@@ -70,7 +70,7 @@ def test_a_misspelt_key_is_error_e003_listing_the_known_keys():
     [error] = checks.check_settings()
     assert error.id == "jobclaims.E003"
     assert "unknown key 'LEASE'" in error.msg
-    assert "DEFAULT_LEASE, DATABASE, CLOCK_SKEW_WARNING" in error.msg
+    assert "DEFAULT_LEASE, DATABASE, CLOCK_SKEW_WARNING, STANDBY_TIMEOUT" in error.msg
 
 
 @override_settings(JOBCLAIMS={"DATABASE": "claims"})

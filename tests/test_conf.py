@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 from django.conf import settings
@@ -71,10 +72,22 @@ def test_a_jobclaims_setting_that_is_not_a_dict_cannot_be_read():
 def test_problems_lists_every_bad_key_and_value_at_once():
     assert conf.problems() == [
         "JOBCLAIMS has an unknown key 'LEASES'; the keys are "
-        "DEFAULT_LEASE, DATABASE, CLOCK_SKEW_WARNING",
+        "DEFAULT_LEASE, DATABASE, CLOCK_SKEW_WARNING, STANDBY_TIMEOUT",
         "JOBCLAIMS['DEFAULT_LEASE'] must be a positive datetime.timedelta, not '10m'",
         "JOBCLAIMS['DATABASE'] must be a database alias (a str) or None, not 1",
     ]
+
+
+@override_settings(JOBCLAIMS={"STANDBY_TIMEOUT": 5})
+def test_a_standby_timeout_in_seconds_is_refused_naming_the_type_it_must_be():
+    message = "JOBCLAIMS['STANDBY_TIMEOUT'] must be a positive datetime.timedelta, not 5"
+    assert conf.problems() == [message]
+    with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
+        _ = jobclaims_settings.standby_timeout
+
+
+def test_the_standby_timeout_is_half_a_minute_unless_set():
+    assert jobclaims_settings.standby_timeout == datetime.timedelta(seconds=30)
 
 
 def test_claims_follow_the_routers_write_database_when_database_is_not_set():
