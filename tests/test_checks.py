@@ -34,6 +34,8 @@ def test_no_jobclaims_setting_passes_the_settings_check():
         "DEFAULT_LEASE": datetime.timedelta(minutes=5),
         "DATABASE": "default",
         "CLOCK_SKEW_WARNING": datetime.timedelta(seconds=5),
+        "HEALTH_GRACE": {"charge_invoices": datetime.timedelta(hours=3)},
+        "METRICS_TEXTFILE": "/var/lib/node_exporter/textfile/jobclaims.prom",
     }
 )
 def test_every_key_set_to_a_valid_value_passes_the_settings_check():
