@@ -79,6 +79,19 @@ class JobHealth:
         return self.overdue is None and self.failed is None and not self.dead
 
     @property
+    def kinds(self) -> list[str]:
+        """What is wrong, in a word or two each: "overdue", "failed", "dead holder"."""
+        return [
+            kind
+            for kind, wrong in (
+                ("overdue", self.overdue is not None),
+                ("failed", self.failed is not None),
+                ("dead holder", bool(self.dead)),
+            )
+            if wrong
+        ]
+
+    @property
     def problems(self) -> list[str]:
         found = []
         if self.overdue is not None:

@@ -62,6 +62,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "jobclaims",
     "tests.testapp",
+    # The optional integrations (the health extra).
+    "health_check",
 ]
 
 MIDDLEWARE = [
