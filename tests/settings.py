@@ -49,6 +49,11 @@ if isolation := env("TESTS_ISOLATION_LEVEL", default=""):
     else:
         options["transaction_mode"] = isolation.upper()
 
+# tests/test_prometheus.py runs real jobs that add their metrics up in a
+# node_exporter textfile.
+if textfile := env("TESTS_METRICS_TEXTFILE", default=""):
+    JOBCLAIMS = {"METRICS_TEXTFILE": textfile}
+
 # A read replica for tests/test_routers.py: the same database under another
 # alias, which the test runner treats as a mirror of default.
 DATABASES["replica"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
@@ -62,8 +67,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "jobclaims",
     "tests.testapp",
-    # The optional integrations (the health extra).
+    # The optional integrations (the health and prometheus extras).
     "health_check",
+    "jobclaims.contrib.prometheus",
 ]
 
 MIDDLEWARE = [

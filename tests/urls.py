@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import path
 from health_check.views import HealthCheckView
 
+from jobclaims.contrib.prometheus.views import metrics
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path(
@@ -10,4 +12,5 @@ urlpatterns = [
             checks=["health_check.checks.Database", "jobclaims.contrib.health_check.ScheduledJobs"]
         ),
     ),
+    path("metrics/", metrics),
 ]
