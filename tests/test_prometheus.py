@@ -12,12 +12,15 @@ from django.test import override_settings
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobclaims.contrib.prometheus import textfile
+from jobclaims.contrib.prometheus import metrics, textfile
 from jobclaims.models import JobRun
 from jobclaims.testing import race
 from tests.monitored import DEAD, FAILING, HEALTHY, OVERDUE, make_monitored_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# Real job processes with jobclaims.contrib.prometheus installed.
+PROMETHEUS = {"TESTS_PROMETHEUS": "true"}
 
 LEASE = datetime.timedelta(minutes=5)
 WINDOW = "2026-11-29T10:00+00:00"
@@ -43,6 +46,15 @@ def scrape(client) -> str:
     return text
 
 
+@pytest.fixture
+def counting():
+    """Count claims in this process, as the installed app does from ready()."""
+    metrics.connect()
+    yield
+    metrics.disconnect()
+
+
+@pytest.mark.usefixtures("counting")
 def test_claims_skips_takeovers_failures_and_durations_are_counted(client):
     job = "counted_job"
     run = JobRun.objects.claim(job, "w", lease=LEASE)
@@ -84,7 +96,7 @@ def test_the_health_gauges_say_which_jobs_are_overdue_failing_or_held_by_the_dea
 
 def test_jobs_in_multiprocess_mode_are_added_up_by_the_servers_view(client, tmp_path, monkeypatch):
     # Two real job processes that share the server's directory, one skips.
-    environment = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    environment = {**PROMETHEUS, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     race("charge_ledger", "--window", WINDOW, "--hold", "0.5", instances=2, env=environment)
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
     text = scrape(client)
@@ -99,7 +111,7 @@ def test_jobs_in_multiprocess_mode_are_added_up_by_the_servers_view(client, tmp_
 
 def test_jobs_run_from_cron_add_their_counts_up_in_the_textfile(tmp_path):
     path = tmp_path / "jobclaims.prom"
-    environment = {"TESTS_METRICS_TEXTFILE": str(path)}
+    environment = {**PROMETHEUS, "TESTS_METRICS_TEXTFILE": str(path)}
     # One runs; the two that skip add to the file at once, and neither count is lost.
     race("charge_ledger", "--window", WINDOW, "--hold", "0.5", instances=3, env=environment)
     text = path.read_text()
@@ -129,6 +141,7 @@ def test_the_textfile_adds_counters_and_histograms_and_keeps_other_families(tmp_
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+@pytest.mark.usefixtures("counting")
 def test_a_textfile_that_cannot_be_written_leaves_the_claim_alone(tmp_path, caplog):
     missing = tmp_path / "no such folder" / "jobclaims.prom"
     with (

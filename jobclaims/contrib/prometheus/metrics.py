@@ -132,13 +132,25 @@ def _finished(
     record(update)
 
 
+_RECEIVERS = (
+    (signals.claim_acquired, _acquired),
+    (signals.claim_taken_over, _taken_over),
+    (signals.claim_skipped, _skipped),
+    (signals.run_finished, _finished),
+)
+_UID = "jobclaims.contrib.prometheus"
+
+
 def connect() -> None:
     """Count claims from the signals; called once, from the app's ``ready()``."""
-    uid = "jobclaims.contrib.prometheus"
-    signals.claim_acquired.connect(_acquired, dispatch_uid=uid)
-    signals.claim_taken_over.connect(_taken_over, dispatch_uid=uid)
-    signals.claim_skipped.connect(_skipped, dispatch_uid=uid)
-    signals.run_finished.connect(_finished, dispatch_uid=uid)
+    for signal, receiver in _RECEIVERS:
+        signal.connect(receiver, dispatch_uid=_UID)
+
+
+def disconnect() -> None:
+    """Stop counting claims."""
+    for signal, _receiver in _RECEIVERS:
+        signal.disconnect(dispatch_uid=_UID)
 
 
 class HealthCollector(Collector):
