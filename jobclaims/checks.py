@@ -11,7 +11,9 @@ names: ``check --database default``, ``migrate`` and the test runner do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.apps import AppConfig
@@ -26,6 +28,20 @@ from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun, JobSkip
 
 TAG = "jobclaims"
+
+
+#: True while a job's command runs the checks (``JobCommand.check()``).
+_in_a_job_run: ContextVar[bool] = ContextVar("jobclaims_in_a_job_run", default=False)
+
+
+@contextmanager
+def running_a_job() -> Iterator[None]:
+    """Mark the checks run inside the block as a job's, which W001 leaves alone."""
+    token = _in_a_job_run.set(True)
+    try:
+        yield
+    finally:
+        _in_a_job_run.reset(token)
 
 
 def register_checks() -> None:
@@ -123,8 +139,12 @@ def check_row_locks(
     A database that cannot lock rows (SQLite) serialises writers with a
     lock on its file, which holds between processes of one host but not
     over a network file system.
+
+    Not told in a job's run: it is about the deployment, which ``manage.py
+    check`` (and migrate, runserver, other commands) still warns of, and
+    cron would mail it on every run of every job.
     """
-    if not _concerns_jobclaims(app_configs) or conf.problems():
+    if not _concerns_jobclaims(app_configs) or conf.problems() or _in_a_job_run.get():
         return []
     alias = jobclaims_settings.claims_database(JobRun)
     connection = connections[alias]

@@ -12,7 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Q
 from django.utils import timezone
 
-from jobclaims import leases, retries, windows
+from jobclaims import checks, leases, retries, windows
 from jobclaims.claiming import holding, validate_max_run_time, window_key
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
@@ -94,6 +94,15 @@ class JobCommand(BaseCommand):
             help="Run the window again even if it already succeeded.",
         )
 
+    def check(self, *args: Any, **kwargs: Any) -> None:
+        """Run the system checks, leaving out the ones a job run need not repeat.
+
+        jobclaims.W001 (no row locks) is about the deployment, not this run:
+        ``manage.py check`` shows it, and cron need not mail it every run.
+        """
+        with checks.running_a_job():
+            super().check(*args, **kwargs)
+
     def run_job(self, run: JobRun, *args: Any, **options: Any) -> None:
         """Do the job's work. ``run`` is the claim this instance holds."""
         raise NotImplementedError("subclasses of JobCommand must provide a run_job() method")
@@ -125,12 +134,17 @@ class JobCommand(BaseCommand):
                 ) from error
             self._explain_missing_migrations()
             raise
+        # At -v 0 (cron) a skip says nothing and a run only what run_job()
+        # says: cron mails any output, and stepping aside is normal.
         if run is None:
-            self.stdout.write(self._skip_message(job, window))
+            if options["verbosity"]:
+                self.stdout.write(self._skip_message(job, window))
             return
-        self.stdout.write(
-            f"Claimed {job} {window} (attempt {run.attempt}), lease until {_local(run.expires_at)}."
-        )
+        if options["verbosity"]:
+            self.stdout.write(
+                f"Claimed {job} {window} (attempt {run.attempt}), "
+                f"lease until {_local(run.expires_at)}."
+            )
         self._run(run, lease, args, options)
 
     def _command_name(self) -> str:
@@ -209,7 +223,8 @@ class JobCommand(BaseCommand):
             ) from interrupt
         except ClaimLost as lost:
             raise CommandError(f"{lost}; stopped without recording an outcome") from lost
-        self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
+        if options["verbosity"]:
+            self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
 
 
 def _recorded(run: JobRun) -> str:

@@ -17,6 +17,7 @@ same message, so a job never runs on a setting it misread.
 from __future__ import annotations
 
 import datetime
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
@@ -55,6 +56,20 @@ def _database_alias(value: object) -> str:
     return ""
 
 
+def _graces(value: object) -> str:
+    if isinstance(value, Mapping) and all(
+        isinstance(job, str) and not _positive_timedelta(grace) for job, grace in value.items()
+    ):
+        return ""
+    return f"must be a dict of job names to positive datetime.timedelta values, not {value!r}"
+
+
+def _optional_path(value: object) -> str:
+    if value is None or (isinstance(value, (str, os.PathLike)) and str(value)):
+        return ""
+    return f"must be a file path (a str or pathlib.Path) or None, not {value!r}"
+
+
 SETTINGS: Mapping[str, _Setting] = {
     # The lease a JobCommand takes when it sets none and --lease is not given.
     "DEFAULT_LEASE": _Setting(datetime.timedelta(minutes=10), leases.problem),
@@ -64,6 +79,12 @@ SETTINGS: Mapping[str, _Setting] = {
     "CLOCK_SKEW_WARNING": _Setting(datetime.timedelta(minutes=1), _positive_timedelta),
     # How long a claim's commit may wait for a synchronous standby (PostgreSQL).
     "STANDBY_TIMEOUT": _Setting(datetime.timedelta(seconds=30), _positive_timedelta),
+    # How long past the start of its window a job's run may take to succeed,
+    # per job; jobs left out get one window (see jobclaims.health).
+    "HEALTH_GRACE": _Setting({}, _graces),
+    # The node_exporter textfile the Prometheus metrics are added up in, or
+    # None to keep them in the process (jobclaims.contrib.prometheus).
+    "METRICS_TEXTFILE": _Setting(None, _optional_path),
 }
 
 
@@ -113,6 +134,17 @@ class JobClaimsSettings:
     def standby_timeout(self) -> datetime.timedelta:
         """How long a commit may wait for a synchronous standby before it is cancelled."""
         return cast(datetime.timedelta, self._value("STANDBY_TIMEOUT"))
+
+    def health_grace(self, job: str) -> datetime.timedelta | None:
+        """The grace ``job``'s runs have to succeed, or None for one window."""
+        graces = cast("Mapping[str, datetime.timedelta]", self._value("HEALTH_GRACE"))
+        return graces.get(job)
+
+    @property
+    def metrics_textfile(self) -> str | None:
+        """Where the Prometheus metrics are added up, or None to keep them in the process."""
+        path = cast("str | os.PathLike[str] | None", self._value("METRICS_TEXTFILE"))
+        return None if path is None else os.fspath(path)
 
     def _value(self, key: str) -> object:
         """The value of ``key``, validated: the properties cast it to what it now is."""

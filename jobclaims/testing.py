@@ -44,6 +44,8 @@ class InstanceResult:
 
     @property
     def outcome(self) -> Literal["ran", "skipped", "failed"]:
+        """Told by the exit status and the skip message, which ``-v 0`` leaves
+        out: race a command at the default verbosity."""
         if self.returncode != 0:
             return "failed"
         if self.stdout.startswith("Skipped "):

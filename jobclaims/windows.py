@@ -72,6 +72,10 @@ class CalendarWindow:
         step = datetime.timedelta(minutes=1 if self.name == "minutely" else 60)
         return _distinct_keys(self, start, end, step)
 
+    def start_of(self, key: str) -> datetime.datetime:
+        """The moment the window ``key`` names began."""
+        return self._parse(key)
+
     @property
     def longest(self) -> datetime.timedelta:
         """The longest a window of this kind can last (a DST day has 25 hours)."""
@@ -117,6 +121,10 @@ class FixedWindow:
     @property
     def longest(self) -> datetime.timedelta:
         return self.size
+
+    def start_of(self, key: str) -> datetime.datetime:
+        """The moment the bucket ``key`` names began: its key is that moment."""
+        return _moment(key)
 
     def key_for(self, text: str) -> str:
         try:

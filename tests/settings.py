@@ -69,7 +69,18 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "jobclaims",
     "tests.testapp",
+    # The health page of the health extra (tests/test_health_check.py).
+    "health_check",
 ]
+
+# tests/test_prometheus.py runs real jobs that count their claims in
+# Prometheus metrics, and may add them up in a node_exporter textfile. Only
+# there: a receiver of run_finished costs each release a read, which the
+# tests that count a claim's statements would see.
+if env.bool("TESTS_PROMETHEUS", default=False):
+    INSTALLED_APPS.append("jobclaims.contrib.prometheus")
+if textfile := env("TESTS_METRICS_TEXTFILE", default=""):
+    JOBCLAIMS = {"METRICS_TEXTFILE": textfile}
 
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -12,6 +12,7 @@ from django.db import connection, connections
 from django.test import override_settings
 
 from jobclaims import checks
+from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger
 
 REPLICA_WRITES = override_settings(DATABASE_ROUTERS=["tests.routers.WritesToReplicaRouter"])
 PRIMARY_WRITES = override_settings(DATABASE_ROUTERS=["tests.routers.ReadReplicaRouter"])
@@ -34,6 +35,8 @@ def test_no_jobclaims_setting_passes_the_settings_check():
         "DEFAULT_LEASE": datetime.timedelta(minutes=5),
         "DATABASE": "default",
         "CLOCK_SKEW_WARNING": datetime.timedelta(seconds=5),
+        "HEALTH_GRACE": {"charge_invoices": datetime.timedelta(hours=3)},
+        "METRICS_TEXTFILE": "/var/lib/node_exporter/textfile/jobclaims.prom",
     }
 )
 def test_every_key_set_to_a_valid_value_passes_the_settings_check():
@@ -256,3 +259,15 @@ def test_manage_py_check_database_runs_the_checks_that_ask_the_server(monkeypatc
     call_command("check", "--database", "default", stdout=named, stderr=named)
     assert "jobclaims.W002" not in plain.getvalue()
     assert "(jobclaims.W002) The 'default' database has no time-zone tables" in named.getvalue()
+
+
+def test_w001_is_left_out_of_the_checks_a_job_runs_and_kept_in_manage_py_check():
+    if connection.features.has_select_for_update:
+        pytest.skip("this database locks rows, so W001 does not apply to it")
+    err = StringIO()
+    call_command("check", stdout=StringIO(), stderr=err)
+    assert "jobclaims.W001" in err.getvalue()
+    job_err = StringIO()
+    ChargeLedger(stdout=StringIO(), stderr=job_err).check()
+    assert "jobclaims.W001" not in job_err.getvalue()
+    assert [w.id for w in checks.check_row_locks()] == ["jobclaims.W001"]

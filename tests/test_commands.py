@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from io import StringIO
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -222,3 +223,21 @@ def test_a_window_of_a_fraction_of_a_second_is_refused_and_nothing_is_written():
     with pytest.raises(CommandError, match=r"SubSecondWindow\.window: .* whole number of seconds"):
         call_command(SubSecondWindow())
     assert not JobRun.objects.exists()
+
+
+def test_at_verbosity_zero_a_run_prints_only_what_run_job_prints():
+    out, err, status = run_command("charge_ledger", "--window", WINDOW, "-v", "0")
+    assert (out, err, status) == ("charging as attempt 1\n", "", 0)
+
+
+def test_at_verbosity_zero_a_skip_prints_nothing():
+    run_command("charge_ledger", "--window", WINDOW)
+    out, err, status = run_command("charge_ledger", "--window", WINDOW, "-v", "0")
+    assert (out, err, status) == ("", "", 0)
+    assert JobSkip.objects.get().reason == JobSkip.Reason.SUCCEEDED
+
+
+def test_at_verbosity_zero_a_failure_still_raises_and_is_recorded():
+    with pytest.raises(RuntimeError, match="the payment provider is down"):
+        call_command("charge_ledger", "--window", WINDOW, "--fail", "-v", "0", stdout=StringIO())
+    assert JobRun.objects.get().status == JobRun.Status.FAILED

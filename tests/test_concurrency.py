@@ -129,3 +129,13 @@ def test_allow_overlap_runs_another_window_while_the_first_still_runs():
     assert first.process.poll() is None, "the first run should still be running"
     assert first.finish().returncode == 0
     assert Charge.objects.count() == 2
+
+
+def test_from_cron_at_verbosity_zero_the_skipper_says_nothing_and_the_runner_only_the_job():
+    # --hold keeps the winner's claim past the other's start: that one skips.
+    results = race("charge_ledger", "--window", WINDOW, "--hold", "1", "-v", "0", instances=2)
+    runner, skipper = sorted(results, key=lambda result: result.stdout == "")
+    assert (runner.returncode, runner.stdout, runner.stderr) == (0, "charging as attempt 1\n", "")
+    assert (skipper.returncode, skipper.stdout, skipper.stderr) == (0, "", "")
+    assert Charge.objects.count() == 1
+    assert stored_with_skips().skips == 1

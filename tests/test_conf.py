@@ -72,7 +72,8 @@ def test_a_jobclaims_setting_that_is_not_a_dict_cannot_be_read():
 def test_problems_lists_every_bad_key_and_value_at_once():
     assert conf.problems() == [
         "JOBCLAIMS has an unknown key 'LEASES'; the keys are "
-        "DEFAULT_LEASE, DATABASE, CLOCK_SKEW_WARNING, STANDBY_TIMEOUT",
+        "DEFAULT_LEASE, DATABASE, CLOCK_SKEW_WARNING, STANDBY_TIMEOUT, HEALTH_GRACE, "
+        "METRICS_TEXTFILE",
         "JOBCLAIMS['DEFAULT_LEASE'] must be a positive datetime.timedelta, not '10m'",
         "JOBCLAIMS['DATABASE'] must be a database alias (a str) or None, not 1",
     ]
@@ -102,3 +103,19 @@ def test_claims_follow_the_routers_write_database_when_database_is_not_set():
 )
 def test_database_overrides_the_router_for_claims():
     assert jobclaims_settings.claims_database(JobRun) == "default"
+
+
+@override_settings(JOBCLAIMS={"HEALTH_GRACE": {"charge": 3}, "METRICS_TEXTFILE": ""})
+def test_a_grace_that_is_no_timedelta_and_an_empty_textfile_path_are_problems():
+    assert conf.problems() == [
+        "JOBCLAIMS['HEALTH_GRACE'] must be a dict of job names to positive "
+        "datetime.timedelta values, not {'charge': 3}",
+        "JOBCLAIMS['METRICS_TEXTFILE'] must be a file path (a str or pathlib.Path) or None, not ''",
+    ]
+
+
+@override_settings(JOBCLAIMS={"HEALTH_GRACE": {"charge": datetime.timedelta(hours=3)}})
+def test_a_job_without_a_grace_of_its_own_gets_none_for_one_window():
+    assert jobclaims_settings.health_grace("charge") == datetime.timedelta(hours=3)
+    assert jobclaims_settings.health_grace("other") is None
+    assert jobclaims_settings.metrics_textfile is None

@@ -243,3 +243,26 @@ def test_a_windows_recorded_name_reads_back_as_the_same_window(spec):
 def test_the_longest_fixed_window_a_timedelta_holds_reads_back_from_its_name():
     longest = datetime.timedelta.max // windows.SECOND * windows.SECOND
     assert windows.from_name(windows.resolve(longest).name) == windows.FixedWindow(longest)
+
+
+@NEW_YORK
+@pytest.mark.parametrize(
+    ("name", "key", "start"),
+    [
+        ("minutely", "2026-11-29T10:25-05:00", "2026-11-29T10:25-05:00"),
+        ("hourly", "2026-11-01T01:00-05:00", "2026-11-01T06:00+00:00"),
+        ("daily", "2026-11-29", "2026-11-29T05:00+00:00"),
+        ("weekly", "2026-W48", "2026-11-23T05:00+00:00"),
+        ("monthly", "2026-07", "2026-07-01T04:00+00:00"),
+    ],
+)
+def test_a_calendar_window_starts_where_its_key_says_in_time_zone(name, key, start):
+    window = windows.resolve(name)
+    assert window.start_of(key) == at(start)
+    assert window.key_at(window.start_of(key)) == key
+
+
+def test_a_fixed_window_starts_at_the_moment_its_key_names():
+    window = windows.resolve(datetime.timedelta(seconds=90))
+    key = window.key_at(at("2026-11-29T10:01:40+00:00"))
+    assert window.start_of(key) == at("2026-11-29T10:01:30+00:00")

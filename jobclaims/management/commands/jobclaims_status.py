@@ -4,11 +4,12 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any, cast
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobclaims import durations, states
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
+from jobclaims.health import job_health
 from jobclaims.missed import missed_windows
 from jobclaims.models import JobRun
 from jobclaims.states import State
@@ -16,6 +17,8 @@ from jobclaims.states import State
 if TYPE_CHECKING:
     from jobclaims.states import ListedRun
 
+#: ``--check``'s exit status when a job is unhealthy: CRITICAL to Nagios.
+UNHEALTHY = 2
 #: The table fits a terminal this wide.
 WIDTH = 80
 #: Columns that give up characters, widest first, for the table to fit, and
@@ -55,8 +58,19 @@ class Command(BaseCommand):
             action="store_true",
             help="Also list the windows no instance claimed, per job (with --job, of that job).",
         )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help=(
+                "Only list the unhealthy jobs (overdue, failed, or with a dead holder), and "
+                f"exit {UNHEALTHY} when there are any: for monitors, and a cron line of its own."
+            ),
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["check"]:
+            self._check(options["job"], options["verbosity"])
+            return
         runs = states.claims(state=options["state"], job=options["job"]).with_skips()
         # The cast names what claims() and with_skips() annotated, which
         # django-stubs does not carry through JobRunQuerySet's own methods.
@@ -81,6 +95,19 @@ class Command(BaseCommand):
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
         for job, windows in missed.items():
             self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")
+
+    def _check(self, job: str | None, verbosity: int) -> None:
+        jobs = job_health(job)
+        unhealthy = [health for health in jobs if not health.healthy]
+        for health in unhealthy:
+            for problem in health.problems:
+                self.stdout.write(f"{health.job}: {problem}")
+        if unhealthy:
+            raise CommandError(
+                f"{len(unhealthy)} of {len(jobs)} jobs unhealthy", returncode=UNHEALTHY
+            )
+        if verbosity:
+            self.stdout.write(f"All {len(jobs)} jobs healthy.")
 
 
 def _missed(job: str | None) -> dict[str, list[str]]:

@@ -1,0 +1,1 @@
+"""Integrations with monitoring tools, each installed with an extra of its own."""
