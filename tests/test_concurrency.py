@@ -109,20 +109,22 @@ def test_a_failed_run_exits_non_zero_and_the_next_instance_retries_it():
 
 
 def test_another_window_skips_while_a_run_of_the_job_holds_it():
-    [first] = start("charge_ledger", "--window", "2026-11-29T08:00", "--hold", "6")
+    # The 08:00 run hangs until the test wakes it, however slow the machine.
+    [first] = start("charge_hung", "--window", "2026-11-29T08:00")
     wait_until(Charge.objects.exists, "the 08:00 run to start")
-    [second] = race("charge_ledger", "--window", "2026-11-29T09:00", instances=1)
+    [second] = race("charge_hung", "--window", "2026-11-29T09:00", "--hang", "0", instances=1)
     assert second.outcome == "skipped"
     assert "the 2026-11-29T08:00+00:00 run" in second.stdout
+    first.process.send_signal(signal.SIGUSR1)
     assert first.finish().returncode == 0
 
-    [later] = race("charge_ledger", "--window", "2026-11-29T09:00", instances=1)
+    [later] = race("charge_hung", "--window", "2026-11-29T09:00", "--hang", "0", instances=1)
     assert later.outcome == "ran", later
     assert Charge.objects.count() == 2
 
 
 def test_allow_overlap_runs_another_window_while_the_first_still_runs():
-    [first] = start("charge_overlapping", "--window", "2026-11-29T08:00", "--hold", "6")
+    [first] = start("charge_overlapping", "--window", "2026-11-29T08:00", "--hold", "12")
     wait_until(Charge.objects.exists, "the 08:00 run to start")
     [second] = race("charge_overlapping", "--window", "2026-11-29T09:00", instances=1)
     assert second.outcome == "ran", second

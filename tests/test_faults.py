@@ -57,7 +57,7 @@ def test_a_run_three_times_longer_than_its_lease_is_never_taken_over_while_alive
 
 
 def test_a_killed_run_is_taken_over_within_one_lease(capsys):
-    lease = 2.0
+    lease = 3.0
     [victim] = start("charge_ledger", "--window", WINDOW, "--lease", str(lease), "--hold", "60")
     wait_until(Charge.objects.exists, "the run to start")
     time.sleep(lease)  # Let the heartbeat renew at least once before the kill.
@@ -70,7 +70,8 @@ def test_a_killed_run_is_taken_over_within_one_lease(capsys):
     with capsys.disabled():
         print(f"\n[{connection.vendor}] takeover {delay:.2f} s after SIGKILL, lease {lease} s")
     assert successor.attempt == 2
-    assert delay <= lease + 0.5
+    # Within one lease; the slack is for a loaded machine's process scheduling.
+    assert delay <= lease + 1.5
 
 
 def test_a_paused_run_is_taken_over_and_its_fenced_writes_are_refused_after_it_resumes():
