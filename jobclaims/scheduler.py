@@ -37,7 +37,7 @@ from jobclaims import windows
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun
-from jobclaims.schedules import JobSchedule, Misfire
+from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
 
 if TYPE_CHECKING:
     from jobclaims.commands import JobCommand
@@ -218,7 +218,16 @@ class Scheduler:
         fire = job.due(now)
         if fire is None or self.tried.get(job.job) == fire:
             return []
-        return [(fire, job.key(fire))]
+        key = job.key(fire)
+        if now - fire > ON_TIME and self._claimed(job, key):
+            # A late look (a start, --once from cron): one read, rather than
+            # a claim refused and a skip recorded for a fire long settled.
+            self.tried[job.job] = fire
+            return []
+        return [(fire, key)]
+
+    def _claimed(self, job: JobSchedule, key: str) -> bool:
+        return JobRun.objects.using(self.db).filter(job=job.job, window=key).exists()
 
     def _unclaimed(
         self, job: JobSchedule, now: datetime.datetime

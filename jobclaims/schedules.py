@@ -359,3 +359,29 @@ def _show(moment: datetime.datetime) -> str:
 def _local(moment: datetime.datetime) -> datetime.datetime:
     """``moment`` as cronsim needs it: in the project's zone, by way of UTC."""
     return windows._local(moment)
+
+
+def describe(view: JobOverview) -> str:
+    """A job's overview as a few lines of text, for ``--list`` and ``jobclaims_status``."""
+    job = view.schedule
+    lines = [
+        f"{job.command}: {job.cron.expression} ({job.cron.describe()}, "
+        f"{timezone.get_current_timezone_name()}); "
+        f"misfire: {job.misfire}"
+    ]
+    upcoming = ", ".join(
+        f"{timezone.localtime(fire):%Y-%m-%d %H:%M:%S %Z}" for fire in view.next_fires
+    )
+    lines.append(f"  next: {upcoming or 'never'}")
+    if view.last_run is None:
+        lines.append("  last run: none yet")
+    else:
+        run = view.last_run
+        lines.append(
+            f"  last run: {run.window} {getattr(run, 'state', run.status)} (attempt {run.attempt})"
+        )
+    if view.missed:
+        lines.append(f"  missed: {len(view.missed)}, the latest {view.missed[-1]}")
+    if view.caught_up:
+        lines.append(f"  caught up late: {len(view.caught_up)}, the latest {view.caught_up[-1]}")
+    return "\n".join(lines)

@@ -28,9 +28,9 @@ def keys_between(expression: str, start: str, end: str) -> list[str]:
     return [cron.key(fire) for fire in cron.fires_between(at(start), at(end))]
 
 
-def job_class(name: str = "nightly", **attributes: object) -> type[JobCommand]:
-    """A JobCommand subclass with ``attributes``, as if in a module named ``name``."""
-    return type("Command", (JobCommand,), {"__module__": f"app.commands.{name}", **attributes})
+def job_class(**attributes: object) -> type[JobCommand]:
+    """A JobCommand subclass with ``attributes``, as if in a module named "nightly"."""
+    return type("Command", (JobCommand,), {"__module__": "app.commands.nightly", **attributes})
 
 
 def schedule_of(**attributes: object) -> JobSchedule:
@@ -68,8 +68,12 @@ def test_an_hourly_job_skips_the_hour_spring_forward_removes():
 def test_a_host_that_starts_late_claims_the_same_fire_as_one_on_time():
     job = schedule_of(schedule="*/15 * * * *")
     fire = at("2026-11-29T10:15+00:00")
-    assert job.key(job.due(fire)) == job.key(job.due(fire + 7 * SECOND)) == "2026-11-29T10:15+00:00"
-    assert job.key(job.due(fire - SECOND)) == "2026-11-29T10:00+00:00"
+    on_time, late, early = job.due(fire), job.due(fire + 7 * SECOND), job.due(fire - SECOND)
+    assert on_time is not None
+    assert late is not None
+    assert early is not None
+    assert job.key(on_time) == job.key(late) == "2026-11-29T10:15+00:00"
+    assert job.key(early) == "2026-11-29T10:00+00:00"
 
 
 def test_a_quarter_hourly_job_has_four_windows_an_hour():
@@ -165,3 +169,12 @@ def test_the_scheduler_refuses_to_start_with_a_bad_schedule(monkeypatch):
     assert status == 1
     assert "is not a cron expression" in err
     assert not JobRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_status_command_shows_each_scheduled_job():
+    out, _, status = run_command("jobclaims_status", "--schedules", "--job", "tick")
+    assert status == 0
+    assert "tick: */2 * * * * * (Every second second of every minute, UTC); misfire: latest" in out
+    assert "  last run: none yet" in out
+    assert "nightly" not in out

@@ -4,13 +4,12 @@ import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun
 from jobclaims.scheduler import Scheduler, scheduled_jobs
-from jobclaims.schedules import JobOverview, JobSchedule, overview
+from jobclaims.schedules import JobSchedule, describe, overview
 
 
 def _at_least_one(text: str) -> int:
@@ -87,28 +86,3 @@ def _chosen(jobs: list[JobSchedule], names: list[str]) -> list[JobSchedule]:
             known = ", ".join(by_name) or "none"
             raise CommandError(f"{name!r} is not a scheduled job; the scheduled jobs are: {known}")
     return [by_name[name] for name in dict.fromkeys(names)]
-
-
-def describe(view: JobOverview) -> str:
-    """A job's overview as a few lines of text."""
-    job = view.schedule
-    lines = [
-        f"{job.command}: {job.cron.expression} ({job.cron.describe()}, "
-        f"{timezone.get_current_timezone_name()}); misfire: {job.misfire}"
-    ]
-    upcoming = ", ".join(
-        f"{timezone.localtime(fire):%Y-%m-%d %H:%M:%S %Z}" for fire in view.next_fires
-    )
-    lines.append(f"  next: {upcoming or 'never'}")
-    if view.last_run is None:
-        lines.append("  last run: none yet")
-    else:
-        run = view.last_run
-        lines.append(
-            f"  last run: {run.window} {getattr(run, 'state', run.status)} (attempt {run.attempt})"
-        )
-    if view.missed:
-        lines.append(f"  missed: {len(view.missed)}, the latest {view.missed[-1]}")
-    if view.caught_up:
-        lines.append(f"  caught up late: {len(view.caught_up)}, the latest {view.caught_up[-1]}")
-    return "\n".join(lines)

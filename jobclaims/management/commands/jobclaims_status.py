@@ -11,6 +11,8 @@ from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.missed import missed_windows
 from jobclaims.models import JobRun
+from jobclaims.scheduler import scheduled_jobs
+from jobclaims.schedules import describe, overview
 from jobclaims.states import State
 
 if TYPE_CHECKING:
@@ -55,6 +57,11 @@ class Command(BaseCommand):
             action="store_true",
             help="Also list the windows no instance claimed, per job (with --job, of that job).",
         )
+        parser.add_argument(
+            "--schedules",
+            action="store_true",
+            help="Also show each scheduled job: schedule, next fires, last run, missed fires.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         runs = states.claims(state=options["state"], job=options["job"]).with_skips()
@@ -81,6 +88,10 @@ class Command(BaseCommand):
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
         for job, windows in missed.items():
             self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")
+        if options["schedules"]:
+            for scheduled in scheduled_jobs():
+                if options["job"] in (None, scheduled.job):
+                    self.stdout.write(describe(overview(scheduled, now)))
 
 
 def _missed(job: str | None) -> dict[str, list[str]]:
