@@ -178,3 +178,16 @@ def test_the_status_command_shows_each_scheduled_job():
     assert "tick: */2 * * * * * (Every second second of every minute, UTC); misfire: latest" in out
     assert "  last run: none yet" in out
     assert "nightly" not in out
+
+
+@pytest.mark.django_db
+def test_a_scheduled_jobs_window_must_name_a_moment():
+    _, err, status = run_command("tick", "--window", "yesterday")
+    assert status == 1
+    assert "--window: 'yesterday' is not an ISO 8601 date or date-time" in err
+    assert not JobRun.objects.exists()
+
+
+def test_the_scheduler_runs_at_least_one_job_at_once():
+    with pytest.raises(CommandError, match="'0' is not a whole number of jobs above 0"):
+        call_command("jobclaims_scheduler", "--max-jobs", "0")
