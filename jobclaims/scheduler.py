@@ -156,15 +156,21 @@ class Scheduler:
             self.shutdown()
 
     def start_due(self, now: datetime.datetime) -> None:
+        won: list[tuple[JobSchedule, datetime.datetime, JobRun]] = []
         for job in self.jobs:
             if job.job in self.children:
                 continue  # Never a second copy of a job this host is running.
-            if len(self.children) >= self.max_jobs:
-                return  # Left for a host with room, or for the next look.
+            if len(self.children) + len(won) >= self.max_jobs:
+                break  # Left for a host with room, or for the next look.
             for fire, key in self._to_claim(job, now):
                 self.tried[job.job] = fire
-                if self._claim_and_start(job, fire, key, now):
+                if (run := self._claim(job, key)) is not None:
+                    won.append((job, fire, run))
                     break
+        # Every claim first, then the processes: starting one takes longer
+        # than a claim, and the other fires' claims need not wait for it.
+        for job, fire, run in won:
+            self._start(job, fire, run)
 
     def reap(self) -> None:
         """Log each child that ended; record its claim failed if it did not."""
@@ -248,22 +254,21 @@ class Scheduler:
         )
         return [(fire, key) for fire, key in fires if key not in claimed]
 
-    def _claim_and_start(
-        self, job: JobSchedule, fire: datetime.datetime, key: str, now: datetime.datetime
-    ) -> bool:
-        run = JobRun.objects.claim(
+    def _claim(self, job: JobSchedule, key: str) -> JobRun | None:
+        return JobRun.objects.claim(
             job.job,
             key,
             lease=job.lease,
             allow_overlap=job.allow_overlap,
             schedule=job.recorded_schedule,
         )
-        if run is None:
-            return False
+
+    def _start(self, job: JobSchedule, fire: datetime.datetime, run: JobRun) -> None:
+        """Start the job's process under ``run``, or record the claim failed."""
         late = (run.claimed_at - fire).total_seconds()
         try:
             process = subprocess.Popen(
-                child_argv(job, key, run),
+                child_argv(job, run.window, run),
                 stdin=subprocess.DEVNULL,
                 env=child_environment(),
                 # Our own signals reach the job once, passed on by shutdown().
@@ -271,14 +276,13 @@ class Scheduler:
             )
         except OSError as error:
             run.release(JobRun.Status.FAILED, error=f"Could not start the job's process: {error}")
-            self.say(f"Could not start {job.job} {key}: {error}; its claim is recorded failed")
-            return True
+            self.say(f"Could not start {run}: {error}; its claim is recorded failed")
+            return
         self.children[job.job] = Child(job, run, process)
         self.say(
-            f"Started {job.job} {key}: pid {process.pid}, attempt {run.attempt}, "
+            f"Started {run.job} {run.window}: pid {process.pid}, attempt {run.attempt}, "
             f"claimed {late:.3f} s after its fire time"
         )
-        return True
 
     def _sleep(self, now: datetime.datetime) -> float:
         """Seconds until the next fire of any job, by the database clock."""

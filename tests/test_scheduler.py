@@ -177,3 +177,21 @@ def test_a_child_whose_claim_is_gone_runs_nothing():
     assert status == 1
     assert "no longer held" in err
     assert not Charge.objects.exists()
+
+
+def test_the_missed_listing_of_a_scheduled_job_lists_its_unclaimed_fires():
+    job = the_job("nightly_skip")
+    latest = job.cron.latest_fire(database_now())
+    assert latest is not None
+    with_claim = job.key(latest - 3 * DAY)
+    JobRun.objects.create(
+        job="nightly_skip",
+        window=with_claim,
+        status=JobRun.Status.SUCCEEDED,
+        claimed_at=latest - 3 * DAY,
+        expires_at=latest - 3 * DAY,
+        owner="gone",
+    )
+    out, _, _ = run_command("jobclaims_status", "--missed", "--job", "nightly_skip")
+    missed = ", ".join(job.key(latest - days * DAY) for days in (2, 1, 0))
+    assert f"nightly_skip: 3 missed windows: {missed}" in out
