@@ -6,6 +6,7 @@ import argparse
 import datetime
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -299,7 +300,18 @@ def adopt(job: str, window: str, token: str) -> JobRun | None:
         held = uuid.UUID(token)
     except ValueError:
         return None
-    return JobRun.objects.using(db).active().filter(job=job, window=window, token=held).first()
+    held_run = JobRun.objects.using(db).active().filter(job=job, window=window, token=held)
+    # Started in a crowd (every job due at one fire), the read may meet a
+    # busy database: it asks for another try, as a claim would.
+    waits = retries.pauses()
+    while True:
+        try:
+            return held_run.first()
+        except DatabaseError as error:
+            pause = next(waits, None)
+            if pause is None or not retries.is_transient(error):
+                raise
+        time.sleep(pause)
 
 
 def scheduled_key(scheduled: schedules.JobSchedule, explicit: str | None) -> str:
