@@ -125,7 +125,8 @@ def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
         "seconds": options.seconds,
         "fires": expected,
         "fires_run_exactly_once": once,
-        "fires_missed": expected - len(per_fire),
+        "fires_missed": expected - len({(run.job, run.window) for run in runs}),
+        "fires_failed": sum(1 for run in runs if run.status != "succeeded"),
         "claim_after_fire_ms": _percentiles(claimed_after),
         "job_done_after_fire_ms": _percentiles(ran_after),
         "lost_claims": len(lost),
@@ -177,7 +178,8 @@ def table(results: dict[str, Any]) -> str:
         f"Fleet: {results['hosts']} schedulers x {results['jobs']} jobs, each due every "
         f"{results['every_seconds']} s, for {results['seconds']:g} s ({results['vendor']})",
         f"  fires run exactly once            {results['fires_run_exactly_once']} of "
-        f"{results['fires']} (missed: {results['fires_missed']})",
+        f"{results['fires']} (missed: {results['fires_missed']}, "
+        f"failed: {results['fires_failed']})",
         f"  claim taken after the fire time   p50 {claim.get('p50')} ms, p99 {claim.get('p99')} ms "
         f"(target <= 250), max {claim.get('max')} ms",
         f"  job done after the fire time      p50 {done.get('p50')} ms, p99 {done.get('p99')} ms, "
