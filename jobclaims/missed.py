@@ -64,12 +64,8 @@ def missed_windows(job: str) -> list[str]:
 
 
 def _scheduled(job: str) -> JobSchedule | None:
-    """``job``'s schedule, if a job with a usable one claims under that name
-    and its fires are windows of their own."""
-    from jobclaims.scheduler import scheduled_jobs
+    """``job``'s schedule, if its fires are windows of their own."""
+    from jobclaims.scheduler import schedule_of
 
-    try:
-        jobs = scheduled_jobs()
-    except ValueError:
-        return None  # Check E005 reports it.
-    return next((each for each in jobs if each.job == job and each.window is None), None)
+    scheduled = schedule_of(job)
+    return scheduled if scheduled is not None and scheduled.window is None else None

@@ -70,6 +70,15 @@ def scheduled_jobs() -> list[JobSchedule]:
     return [JobSchedule.of(command, name) for name, command in scheduled_commands().items()]
 
 
+def schedule_of(job: str) -> JobSchedule | None:
+    """The schedule of the job whose claims are named ``job``, if it has a usable one."""
+    try:
+        jobs = scheduled_jobs()
+    except ValueError:
+        return None  # Check E005 reports it.
+    return next((each for each in jobs if each.job == job), None)
+
+
 def child_argv(job: JobSchedule, key: str, run: JobRun) -> list[str]:
     """How a won fire's job is started: ``django-admin <job>`` under our claim."""
     return [
