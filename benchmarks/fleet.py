@@ -90,7 +90,10 @@ def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
         for path in paths
     ]
     started = datetime.datetime.now(datetime.timezone.utc)
-    time.sleep(options.seconds)
+    # Stopped a second before a fire, when the last fire's jobs have ended:
+    # stopped among them, they would record their claims failed.
+    stop = next(cron.fires_after(started + datetime.timedelta(seconds=options.seconds)))
+    time.sleep((stop - datetime.timedelta(seconds=1) - started).total_seconds())
     ended = datetime.datetime.now(datetime.timezone.utc)
     for host in hosts:
         host.send_signal(signal.SIGTERM)
