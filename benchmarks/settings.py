@@ -24,7 +24,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "NAME": str(BASE_DIR / ".databases" / "bench_jobclaims.sqlite3")
     }
 else:
-    DATABASES["default"]["TEST"] = {"NAME": "bench_jobclaims"}
+    # BENCH_SCRATCH_NAME keeps runs on a shared server apart.
+    DATABASES["default"]["TEST"] = {"NAME": env("BENCH_SCRATCH_NAME", default="bench_jobclaims")}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
         DATABASES["default"]["TEST"]["CHARSET"] = "utf8mb4"
 
@@ -34,3 +35,9 @@ SECRET_KEY = "benchmarks-only"
 USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# The fleet benchmark's job command; its scheduler processes and their jobs
+# are told the scratch database's name, which the benchmark created.
+INSTALLED_APPS += ["benchmarks.fleetapp"]
+if scratch := env("BENCH_DATABASE_NAME", default=""):
+    DATABASES["default"]["NAME"] = scratch

@@ -21,9 +21,12 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from jobclaims import durations, states
+from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.missed import missed_windows
 from jobclaims.models import JobRun, JobRunQuerySet
+from jobclaims.scheduler import schedule_of
+from jobclaims.schedules import describe, overview
 from jobclaims.states import State
 
 if TYPE_CHECKING:
@@ -156,6 +159,9 @@ class JobRunAdmin(admin.ModelAdmin):
         if job := request.GET.get("job__exact"):
             # Listed for one job at a time: each job's schedule is its own.
             summary["missed_job"], summary["missed_windows"] = job, missed_windows(job)
+            if (scheduled := schedule_of(job)) is not None:
+                now = database_now(jobclaims_settings.claims_database(JobRun))
+                summary["job_schedule"] = describe(overview(scheduled, now))
         page.update({key: value for key, value in summary.items() if key not in given})
         return response
 

@@ -51,6 +51,7 @@ def register_checks() -> None:
     register(TAG)(check_claims_database_is_the_primary)
     register(TAG)(check_row_locks)
     register(TAG)(check_claims_database_backend)
+    register(TAG)(check_schedules)
     register(TAG, Tags.database)(check_time_zone_tables)
     register(TAG, Tags.database)(check_column_charsets)
 
@@ -179,6 +180,31 @@ def check_claims_database_backend(
             )
         ]
     return []
+
+
+def check_schedules(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.E005: a job's schedule must be a cron expression its window agrees with.
+
+    The scheduler refuses to start with such a job, and the job refuses to
+    run; this says so at deploy time instead.
+    """
+    if not _concerns_jobclaims(app_configs):
+        return []
+    from jobclaims.scheduler import scheduled_commands
+    from jobclaims.schedules import problems
+
+    return [
+        Error(
+            problem,
+            hint="Fix the job's schedule, window or misfire attributes; see "
+            "README.md, Schedules of their own.",
+            id="jobclaims.E005",
+        )
+        for command in scheduled_commands().values()
+        for problem in problems(type(command))
+    ]
 
 
 def check_time_zone_tables(

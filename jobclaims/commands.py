@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import uuid
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -12,8 +13,9 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Q
 from django.utils import timezone
 
-from jobclaims import checks, leases, retries, windows
+from jobclaims import checks, leases, retries, schedules, windows
 from jobclaims.claiming import holding, validate_max_run_time, window_key
+from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
 from jobclaims.models import JobRun
@@ -74,6 +76,16 @@ class JobCommand(BaseCommand):
     #: Stop renewing the lease this long after the claim, so a run that hangs
     #: loses its window to the next instance; None: renew for as long as it runs.
     max_run_time: datetime.timedelta | None = None
+    #: A cron expression in TIME_ZONE ("5 2 * * *"): each fire time is a
+    #: window, and ``jobclaims_scheduler`` starts the job at each. None: the
+    #: job is started by your own cron, and ``window`` cuts its windows.
+    schedule: str | None = None
+    #: What a scheduler that comes back does with fires no scheduler was up
+    #: for: "skip", "latest" (run the most recent once) or "all" (each in order).
+    misfire: str = "latest"
+    #: With misfire = "latest": run the most recent missed fire only if it is
+    #: no older than this. None: at any age.
+    misfire_deadline: datetime.timedelta | None = None
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -93,6 +105,9 @@ class JobCommand(BaseCommand):
             action="store_true",
             help="Run the window again even if it already succeeded.",
         )
+        # How jobclaims_scheduler starts the job under the claim it took:
+        # the child runs that claim (job, --window, token) without claiming.
+        parser.add_argument("--claim-token", help=argparse.SUPPRESS)
 
     def check(self, *args: Any, **kwargs: Any) -> None:
         """Run the system checks, leaving out the ones a job run need not repeat.
@@ -110,6 +125,9 @@ class JobCommand(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         job = self.job_name or self._command_name()
         lease = self._lease(options["lease"])
+        if options.get("claim_token"):
+            self._run_adopted(job, lease, args, options)
+            return
         window = self._window_key(options["window_key"])
         try:
             validate_max_run_time(self.max_run_time)
@@ -119,7 +137,7 @@ class JobCommand(BaseCommand):
                 lease=lease,
                 force=options["force"],
                 allow_overlap=self.allow_overlap,
-                schedule=windows.resolve(self.window).name,
+                schedule=self._recorded_schedule(),
             )
         except ValueError as error:
             raise CommandError(error) from error
@@ -147,6 +165,39 @@ class JobCommand(BaseCommand):
             )
         self._run(run, lease, args, options)
 
+    def _run_adopted(
+        self, job: str, lease: datetime.timedelta, args: tuple[Any, ...], options: dict[str, Any]
+    ) -> None:
+        """Run under the claim the scheduler took for this process."""
+        window = options["window_key"]
+        run = adopt(job, window, options["claim_token"]) if window else None
+        if run is None:
+            raise CommandError(
+                f"{job} {window}: the claim this process was started under is no longer "
+                "held (its lease ran out before the process started, or another "
+                "instance took it over), so nothing ran"
+            )
+        if options["verbosity"]:
+            self.stdout.write(
+                f"Adopted {job} {window} (attempt {run.attempt}), "
+                f"lease until {_local(run.expires_at)}."
+            )
+        self._run(run, lease, args, options)
+
+    def _scheduled(self) -> schedules.JobSchedule | None:
+        if not self.schedule:
+            return None
+        try:
+            return schedules.JobSchedule.of(self, self._command_name())
+        except ValueError as error:
+            raise CommandError(error) from error
+
+    def _recorded_schedule(self) -> str:
+        scheduled = self._scheduled()
+        if scheduled is not None:
+            return scheduled.recorded_schedule
+        return windows.resolve(self.window).name
+
     def _command_name(self) -> str:
         """The name ``manage.py`` knows this command by: its module's name."""
         return type(self).__module__.rpartition(".")[2]
@@ -162,6 +213,9 @@ class JobCommand(BaseCommand):
         return self.lease
 
     def _window_key(self, explicit: str | None) -> str:
+        scheduled = self._scheduled()
+        if scheduled is not None:
+            return scheduled_key(scheduled, explicit)
         try:
             windows.resolve(self.window)
         except ValueError as error:
@@ -237,6 +291,40 @@ def _recorded(run: JobRun) -> str:
         "its outcome could not be recorded (its claim was lost, or the database "
         "failed), so the next run takes the window over when the lease ends"
     )
+
+
+def adopt(job: str, window: str, token: str) -> JobRun | None:
+    """The claim on ``job``'s ``window`` with ``token``, if it is still held.
+
+    The scheduler claims a fire in its own process and starts the job's
+    process only when it won; that process runs under the claim from here on
+    (its heartbeat renews it, its outcome releases it) instead of claiming
+    again. One indexed read.
+    """
+    db = jobclaims_settings.claims_database(JobRun)
+    try:
+        held = uuid.UUID(token)
+    except ValueError:
+        return None
+    held_run = JobRun.objects.using(db).active().filter(job=job, window=window, token=held)
+    # Started in a crowd (every job due at one fire), the read may meet a
+    # busy database: it asks for another try, as a claim would.
+    return retries.retrying(connections[db], held_run.first)
+
+
+def scheduled_key(scheduled: schedules.JobSchedule, explicit: str | None) -> str:
+    """The key of the scheduled job's latest fire due by the database clock,
+    or of the fire ``explicit`` names."""
+    if explicit is not None:
+        try:
+            return scheduled.key_for(explicit)
+        except ValueError as error:
+            raise CommandError(f"--window: {error}") from error
+    now = database_now(jobclaims_settings.claims_database(JobRun))
+    fire = scheduled.cron.latest_fire(now)
+    if fire is None:
+        raise CommandError(f"{scheduled.job}: its schedule has no fire time before now")
+    return scheduled.key(fire)
 
 
 def _local(moment: datetime.datetime | None) -> str:

@@ -3,7 +3,8 @@ an outage or a broken crontab.
 
 A skip is visible (``JobSkip``); a run that never started leaves no row at
 all, so the gaps are found by listing the windows a job's schedule has had
-since its first claim and taking away those that have a claim.
+since its first claim and taking away those that have a claim. A job with a
+``schedule`` lists its fire times instead (``jobclaims.schedules.overview``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from contextlib import suppress
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun
+from jobclaims.schedules import JobSchedule, overview
 from jobclaims.windows import from_name
 
 #: The status command and the admin look back this many windows at most.
@@ -29,6 +31,10 @@ def missed_windows(job: str) -> list[str]:
     claim older than it is a straggler, not the start. Jobs whose claims
     recorded no schedule, or one that names no window, have no known windows.
     """
+    if (scheduled := _scheduled(job)) is not None:
+        # Each fire is a window: the schedule lists them, not a window name.
+        db = jobclaims_settings.claims_database(JobRun)
+        return overview(scheduled, database_now(db)).missed
     runs = (
         JobRun.objects.using(jobclaims_settings.claims_database(JobRun))
         .filter(job=job)
@@ -55,3 +61,11 @@ def missed_windows(job: str) -> list[str]:
         .values_list("window", flat=True)
     )
     return [key for key in keys if key not in claimed]
+
+
+def _scheduled(job: str) -> JobSchedule | None:
+    """``job``'s schedule, if its fires are windows of their own."""
+    from jobclaims.scheduler import schedule_of
+
+    scheduled = schedule_of(job)
+    return scheduled if scheduled is not None and scheduled.window is None else None

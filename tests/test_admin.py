@@ -322,3 +322,11 @@ def test_extra_context_given_to_the_list_wins_over_the_summary(rf, active):
     assert isinstance(response, TemplateResponse)
     assert response.context_data is not None
     assert response.context_data["claim_counts"] == {"active": 7}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_filtering_to_a_scheduled_job_shows_its_schedule_and_next_fires(operator):
+    page = operator.get(CHANGELIST, {"job__exact": "tick"}).content.decode()
+    assert "tick: */2 * * * * * (Every second second of every minute, UTC)" in page
+    assert "last run: none yet" in page
+    assert "Every second second" not in operator.get(CHANGELIST).content.decode()

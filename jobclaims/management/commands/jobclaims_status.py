@@ -12,6 +12,8 @@ from jobclaims.conf import jobclaims_settings
 from jobclaims.health import job_health
 from jobclaims.missed import missed_windows
 from jobclaims.models import JobRun
+from jobclaims.scheduler import scheduled_jobs
+from jobclaims.schedules import describe, overview
 from jobclaims.states import State
 
 if TYPE_CHECKING:
@@ -66,6 +68,11 @@ class Command(BaseCommand):
                 f"exit {UNHEALTHY} when there are any: for monitors, and a cron line of its own."
             ),
         )
+        parser.add_argument(
+            "--schedules",
+            action="store_true",
+            help="Also show each scheduled job: schedule, next fires, last run, missed fires.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["check"]:
@@ -95,6 +102,10 @@ class Command(BaseCommand):
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
         for job, windows in missed.items():
             self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")
+        if options["schedules"]:
+            for scheduled in scheduled_jobs():
+                if options["job"] in (None, scheduled.job):
+                    self.stdout.write(describe(overview(scheduled, now)))
 
     def _check(self, job: str | None, verbosity: int) -> None:
         jobs = job_health(job)

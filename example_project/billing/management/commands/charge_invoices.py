@@ -6,6 +6,9 @@ from jobclaims.commands import JobCommand
 
 class Command(JobCommand):
     help = "Charge every unpaid invoice, once a day, on one server only."
+    # jobclaims_scheduler starts it at 02:05 in TIME_ZONE; the daily window
+    # keeps its claims keyed by day, as when a crontab line started it.
+    schedule = "5 2 * * *"
     window = "daily"
     lease = datetime.timedelta(minutes=30)
 

@@ -1,0 +1,208 @@
+"""The fleet benchmark: several schedulers over many jobs, as a deployment runs them.
+
+    python -m benchmarks.fleet [--hosts 3] [--jobs 50] [--every 30] [--seconds 180]
+
+Starts ``--hosts`` scheduler processes ("hosts") over ``--jobs`` jobs that
+each fire every ``--every`` seconds, for ``--seconds``, in a scratch
+database of its own, then reports: the fires that ran exactly once, how long
+after its fire time each claim was taken and each job had run, what a host
+that lost a fire sent and wrote, the schedulers' CPU, busy and idle, and the
+JobSkip rows a day of this would add. See docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import django
+
+#: Fires this close to the start or the end of the run may be seen by some
+#: hosts only, and are left out.
+MARGIN = 5.0
+DAY = 86400
+
+
+def main(argv: list[str]) -> int:
+    options = _parser().parse_args(argv)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
+    django.setup()
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        Path(connection.settings_dict["TEST"]["NAME"]).parent.mkdir(exist_ok=True)
+    name = connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    try:
+        results = _measure(options, name)
+    finally:
+        connection.creation.destroy_test_db(name, verbosity=0)
+    path = Path("test-output") / f"fleet-{connection.vendor}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results))
+    print(f"\nFigures written to {path}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fleet", description=__doc__)
+    parser.add_argument("--hosts", type=int, default=3, help="Scheduler processes.")
+    parser.add_argument("--jobs", type=int, default=50, help="Jobs, all on the same schedule.")
+    parser.add_argument("--every", type=int, default=30, help="Seconds between fires (divides 60).")
+    parser.add_argument("--seconds", type=float, default=180, help="How long the fleet runs.")
+    return parser
+
+
+def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
+    from django.db import connection
+
+    from jobclaims.models import JobRun, JobSkip
+    from jobclaims.schedules import CronSchedule
+
+    cron = CronSchedule(f"*/{options.every} * * * * *")
+    folder = Path(tempfile.mkdtemp(prefix="fleet-"))
+    env = {**os.environ, "BENCH_DATABASE_NAME": database}
+    paths = [folder / f"host-{number}.json" for number in range(options.hosts)]
+    hosts = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.fleet_host",
+                str(path),
+                str(options.jobs),
+                cron.expression,
+            ],
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
+        for path in paths
+    ]
+    started = datetime.datetime.now(datetime.timezone.utc)
+    # Stopped a second before a fire, when the last fire's jobs have ended:
+    # stopped among them, they would record their claims failed.
+    stop = next(cron.fires_after(started + datetime.timedelta(seconds=options.seconds)))
+    time.sleep((stop - datetime.timedelta(seconds=1) - started).total_seconds())
+    ended = datetime.datetime.now(datetime.timezone.utc)
+    for host in hosts:
+        host.send_signal(signal.SIGTERM)
+    for host in hosts:
+        host.wait(timeout=120)
+    figures = [json.loads(path.read_text()) for path in paths]
+
+    margin = datetime.timedelta(seconds=MARGIN)
+    fires = cron.fires_between(started + margin, ended - margin)
+    keys = {cron.key(fire): fire for fire in fires}
+    runs = list(JobRun.objects.filter(window__in=keys))
+    per_fire = Counter((run.job, run.window) for run in runs if run.status == "succeeded")
+    expected = options.jobs * len(keys)
+    once = sum(1 for count in per_fire.values() if count == 1)
+    claimed_after = sorted((run.claimed_at - keys[run.window]).total_seconds() for run in runs)
+    ran_after = sorted(
+        (run.finished_at - keys[run.window]).total_seconds() for run in runs if run.finished_at
+    )
+    skips = JobSkip.objects.count()
+
+    lost = [sent for host in figures for sent in host["lost_statements"]]
+    won = [sent for host in figures for sent in host["won_statements"]]
+    lost_kinds = Counter(kind for sent in lost for kind in sent)
+    busy_cpu = sum(host["cpu_seconds"] for host in figures)
+    wall = options.seconds
+    fires_per_day = DAY / options.every * options.jobs
+    return {
+        "vendor": connection.vendor,
+        "hosts": options.hosts,
+        "jobs": options.jobs,
+        "every_seconds": options.every,
+        "seconds": options.seconds,
+        "fires": expected,
+        "fires_run_exactly_once": once,
+        "fires_missed": expected - len({(run.job, run.window) for run in runs}),
+        "fires_failed": sum(1 for run in runs if run.status != "succeeded"),
+        "claim_after_fire_ms": _percentiles(claimed_after),
+        "job_done_after_fire_ms": _percentiles(ran_after),
+        "lost_claims": len(lost),
+        "statements_per_lost_claim": round(sum(map(len, lost)) / max(len(lost), 1), 2),
+        "statements_per_lost_claim_by_kind": {
+            kind: round(count / max(len(lost), 1), 2) for kind, count in lost_kinds.items()
+        },
+        "statements_per_won_claim": round(sum(map(len, won)) / max(len(won), 1), 2),
+        "rows_written_per_lost_claim": round(skips / max(len(lost), 1), 2),
+        "processes_started_by_losers": 0,
+        "scheduler_cpu_seconds": round(busy_cpu, 2),
+        "scheduler_cpu_share_of_a_core": round(busy_cpu / wall / options.hosts, 4),
+        "jobs_cpu_seconds": round(sum(host["children_cpu_seconds"] for host in figures), 2),
+        "idle_cpu_share_of_a_core": _idle_share(figures, options.every),
+        "skips_per_day": round(fires_per_day * (options.hosts - 1)),
+        "runs_per_day": round(fires_per_day),
+    }
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+
+    def at(share: float) -> float:
+        return round(1000 * values[min(len(values) - 1, int(share * len(values)))], 1)
+
+    return {"p50": at(0.5), "p99": at(0.99), "max": round(1000 * values[-1], 1)}
+
+
+def _idle_share(figures: list[dict[str, Any]], every: int) -> float:
+    """CPU per second of wall time over the spans with no job running, between fires."""
+    cpu = wall = 0.0
+    for host in figures:
+        samples = host["samples"]
+        for (t0, c0, n0), (t1, c1, n1) in itertools.pairwise(samples):
+            # Leave out the half second around a fire, when the host claims.
+            quiet = not n0 and not n1 and (t0 % every) > 1.5 and (t1 % every) < every - 0.5
+            quiet = quiet and t1 - t0 < 1
+            if quiet:
+                cpu += c1 - c0
+                wall += t1 - t0
+    return round(cpu / wall, 4) if wall else 0.0
+
+
+def table(results: dict[str, Any]) -> str:
+    claim = results["claim_after_fire_ms"]
+    done = results["job_done_after_fire_ms"]
+    lines = [
+        f"Fleet: {results['hosts']} schedulers x {results['jobs']} jobs, each due every "
+        f"{results['every_seconds']} s, for {results['seconds']:g} s ({results['vendor']})",
+        f"  fires run exactly once            {results['fires_run_exactly_once']} of "
+        f"{results['fires']} (missed: {results['fires_missed']}, "
+        f"failed: {results['fires_failed']})",
+        f"  claim taken after the fire time   p50 {claim.get('p50')} ms, p99 {claim.get('p99')} ms "
+        f"(target <= 250), max {claim.get('max')} ms",
+        f"  job done after the fire time      p50 {done.get('p50')} ms, p99 {done.get('p99')} ms, "
+        f"max {done.get('max')} ms",
+        f"  a losing host, per fire           {results['statements_per_lost_claim']} statements "
+        f"{results['statements_per_lost_claim_by_kind']}, "
+        f"{results['rows_written_per_lost_claim']} rows written, no process started",
+        f"  the winning host, per fire        {results['statements_per_won_claim']} statements "
+        "to claim, then a process",
+        f"  schedulers' CPU                   {results['scheduler_cpu_seconds']} s in all, "
+        f"{100 * results['scheduler_cpu_share_of_a_core']:.2f}% of a core each; the jobs' "
+        f"processes {results['jobs_cpu_seconds']} s",
+        f"  a scheduler's CPU while idle      {100 * results['idle_cpu_share_of_a_core']:.3f}% "
+        "of a core (target <= 1%)",
+        f"  JobSkip rows added per day        {results['skips_per_day']:,} "
+        f"(and {results['runs_per_day']:,} JobRun rows): jobclaims_prune --older-than 1d daily "
+        "keeps about one day of them",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,330 @@
+"""The scheduler that every host may run: it starts each scheduled job once per fire.
+
+Every scheduler wakes at each fire time and claims the fire in its own
+process. The claim decides: on the one host whose claim wins, the scheduler
+starts ``manage.py <job> --window <fire>`` as a child process that runs
+under that claim (it adopts it by job, window and token instead of claiming
+again, renews it while it runs and records how it ended); every other host
+records its skip and starts nothing. A losing host costs the claim's few
+statements, never a Python process.
+
+When a child ends without recording an outcome (it could not start, died
+before adopting its claim, or was killed) the scheduler records the claim
+failed, so the next instance need not wait out the lease. A scheduler killed
+outright leaves its claims to expire and be taken over, like any dead holder.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.management import get_commands, load_command_class
+from django.core.management.base import BaseCommand
+from django.db import DatabaseError, close_old_connections
+
+from jobclaims import windows
+from jobclaims.clock import database_now
+from jobclaims.conf import jobclaims_settings
+from jobclaims.models import JobRun
+from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
+
+if TYPE_CHECKING:
+    from jobclaims.commands import JobCommand
+
+#: While children run or fires wait to be caught up, look again this often.
+POLL = 1.0
+#: How long to wait before trying again when the database does not answer.
+RECONNECT = 5.0
+ON_A_DAY = datetime.timedelta(days=1)
+
+
+def scheduled_commands() -> dict[str, JobCommand]:
+    """Every management command that is a ``JobCommand`` with a schedule, by name."""
+    from jobclaims.commands import JobCommand
+
+    found = {}
+    for name, app in sorted(get_commands().items()):
+        command = app if isinstance(app, BaseCommand) else load_command_class(app, name)
+        if isinstance(command, JobCommand) and command.schedule:
+            found[name] = command
+    return found
+
+
+def scheduled_jobs() -> list[JobSchedule]:
+    """The schedule of every scheduled job.
+
+    Raises ``ValueError`` naming the fix for a schedule that cannot be used.
+    """
+    return [JobSchedule.of(command, name) for name, command in scheduled_commands().items()]
+
+
+def schedule_of(job: str) -> JobSchedule | None:
+    """The schedule of the job whose claims are named ``job``, if it has a usable one."""
+    try:
+        jobs = scheduled_jobs()
+    except ValueError:
+        return None  # Check E005 reports it.
+    return next((each for each in jobs if each.job == job), None)
+
+
+def child_argv(job: JobSchedule, key: str, run: JobRun) -> list[str]:
+    """How a won fire's job is started: ``django-admin <job>`` under our claim."""
+    return [
+        sys.executable,
+        "-m",
+        "django",
+        job.command,
+        "--window",
+        key,
+        "--claim-token",
+        str(run.token),
+        # This scheduler ran them as it started; each fire need not again.
+        "--skip-checks",
+    ]
+
+
+def child_environment() -> dict[str, str]:
+    """The scheduler's settings and import path, wherever it was started from."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
+        "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
+    }
+
+
+@dataclass
+class Child:
+    """A job's process that this scheduler started, and the claim it runs under."""
+
+    job: JobSchedule
+    run: JobRun
+    process: subprocess.Popen[bytes]
+    started: float = field(default_factory=time.monotonic)
+
+
+class Scheduler:
+    """Claims each due fire and starts the job's process where the claim won."""
+
+    def __init__(
+        self,
+        jobs: list[JobSchedule],
+        *,
+        max_jobs: int,
+        say: Callable[[str], None],
+    ):
+        self.jobs = jobs
+        self.max_jobs = max_jobs
+        self.say = say
+        self.db = jobclaims_settings.claims_database(JobRun)
+        self.children: dict[str, Child] = {}
+        #: The last fire this host tried per job: each fire is tried once.
+        self.tried: dict[str, datetime.datetime] = {}
+        #: Jobs with missed fires still to catch up (misfire = "all").
+        self.catching_up: set[str] = set()
+        self.stopping = threading.Event()
+        self.signum: int | None = None
+
+    def run_forever(self) -> None:
+        """Start due jobs until SIGTERM or SIGINT, then pass it on and wait."""
+        with self._stop_on_signals():
+            while not self.stopping.is_set():
+                try:
+                    now = database_now(self.db)
+                    read_at = time.monotonic()
+                    self.reap()
+                    self.start_due(now)
+                except DatabaseError as error:
+                    self.say(
+                        f"The database did not answer ({error}); trying again in {RECONNECT:.0f} s"
+                    )
+                    close_old_connections()
+                    self.stopping.wait(RECONNECT)
+                    continue
+                # The time the claims took is part of the wait already.
+                self.stopping.wait(max(self._sleep(now) - (time.monotonic() - read_at), 0.002))
+            self.shutdown()
+
+    def once(self) -> None:
+        """Start what is due now, wait for it to end (catching up, for "all")."""
+        with self._stop_on_signals():
+            while not self.stopping.is_set():
+                self.reap()
+                self.start_due(database_now(self.db))
+                if not self.children:
+                    break
+                self.stopping.wait(POLL / 10)
+            self.shutdown()
+
+    def start_due(self, now: datetime.datetime) -> None:
+        won: list[tuple[JobSchedule, datetime.datetime, JobRun]] = []
+        # Each host in its own order: most claims then find a fire free, or
+        # already committed by another host, rather than meet its INSERT.
+        for job in random.sample(self.jobs, len(self.jobs)):
+            if job.job in self.children:
+                continue  # Never a second copy of a job this host is running.
+            if len(self.children) + len(won) >= self.max_jobs:
+                break  # Left for a host with room, or for the next look.
+            for fire, key in self._to_claim(job, now):
+                self.tried[job.job] = fire
+                if (run := self._claim(job, key)) is not None:
+                    won.append((job, fire, run))
+                    break
+        # Every claim first, then the processes: starting one takes longer
+        # than a claim, and the other fires' claims need not wait for it.
+        for job, fire, run in won:
+            self._start(job, fire, run)
+
+    def reap(self) -> None:
+        """Log each child that ended; record its claim failed if it did not."""
+        for name, child in list(self.children.items()):
+            code = child.process.poll()
+            if code is None:
+                continue
+            del self.children[name]
+            if child.job.misfire == Misfire.ALL:
+                self.catching_up.add(name)
+            took = time.monotonic() - child.started
+            note = ""
+            try:
+                if child.run.release(
+                    JobRun.Status.FAILED,
+                    error=f"The job's process exited with status {code} without recording "
+                    "how its run ended: it failed to start, or was killed.",
+                ):
+                    note = "; it recorded no outcome, so its claim is recorded failed"
+            except DatabaseError as error:
+                note = f"; could not record its claim failed ({error}), it expires with its lease"
+            self.say(
+                f"Ended {child.run.job} {child.run.window}: pid {child.process.pid} "
+                f"exited {code} after {took:.1f} s{note}"
+            )
+
+    def shutdown(self) -> None:
+        """Pass the stop signal on to running jobs and wait for them to end."""
+        if self.signum is not None:
+            for child in self.children.values():
+                child.process.send_signal(self.signum)
+        while self.children:
+            for child in self.children.values():
+                child.process.wait()
+            self.reap()
+
+    def _to_claim(
+        self, job: JobSchedule, now: datetime.datetime
+    ) -> list[tuple[datetime.datetime, str]]:
+        """The fires of ``job`` to try now, oldest first."""
+        latest = job.cron.latest_fire(now)
+        if job.misfire == Misfire.ALL and (
+            job.job in self.catching_up or self.tried.get(job.job) != latest
+        ):
+            missed = self._unclaimed(job, now)
+            if len(missed) <= 1:
+                self.catching_up.discard(job.job)
+            else:
+                self.catching_up.add(job.job)
+            return missed
+        fire = job.due(now)
+        if fire is None or self.tried.get(job.job) == fire:
+            return []
+        key = job.key(fire)
+        if now - fire > ON_TIME and self._claimed(job, key):
+            # A late look (a start, --once from cron): one read, rather than
+            # a claim refused and a skip recorded for a fire long settled.
+            self.tried[job.job] = fire
+            return []
+        return [(fire, key)]
+
+    def _claimed(self, job: JobSchedule, key: str) -> bool:
+        return JobRun.objects.using(self.db).filter(job=job.job, window=key).exists()
+
+    def _unclaimed(
+        self, job: JobSchedule, now: datetime.datetime
+    ) -> list[tuple[datetime.datetime, str]]:
+        """Fires since the job's newest claim that no claim holds, oldest first."""
+        runs = JobRun.objects.using(self.db).filter(job=job.job)
+        newest = runs.order_by("-claimed_at").first()
+        if newest is None:
+            latest = job.cron.latest_fire(now)
+            return [] if latest is None else [(latest, job.key(latest))]
+        try:
+            anchor = windows._moment(newest.window)
+        except ValueError:
+            anchor = newest.claimed_at - (job.window.longest if job.window else ON_A_DAY)
+        fires = job.missed_since(anchor - datetime.timedelta(microseconds=1), now)
+        claimed = set(
+            runs.filter(window__in=[key for _, key in fires]).values_list("window", flat=True)
+        )
+        return [(fire, key) for fire, key in fires if key not in claimed]
+
+    def _claim(self, job: JobSchedule, key: str) -> JobRun | None:
+        return JobRun.objects.claim(
+            job.job,
+            key,
+            lease=job.lease,
+            allow_overlap=job.allow_overlap,
+            schedule=job.recorded_schedule,
+        )
+
+    def _start(self, job: JobSchedule, fire: datetime.datetime, run: JobRun) -> None:
+        """Start the job's process under ``run``, or record the claim failed."""
+        late = (run.claimed_at - fire).total_seconds()
+        try:
+            process = subprocess.Popen(
+                child_argv(job, run.window, run),
+                stdin=subprocess.DEVNULL,
+                env=child_environment(),
+                # Our own signals reach the job once, passed on by shutdown().
+                start_new_session=True,
+            )
+        except OSError as error:
+            run.release(JobRun.Status.FAILED, error=f"Could not start the job's process: {error}")
+            self.say(f"Could not start {run}: {error}; its claim is recorded failed")
+            return
+        self.children[job.job] = Child(job, run, process)
+        self.say(
+            f"Started {run.job} {run.window}: pid {process.pid}, attempt {run.attempt}, "
+            f"claimed {late:.3f} s after its fire time"
+        )
+
+    def _sleep(self, now: datetime.datetime) -> float:
+        """Seconds until the next fire of any job, by the database clock."""
+        upcoming = [next(job.cron.fires_after(now), None) for job in self.jobs]
+        soonest = min((fire for fire in upcoming if fire is not None), default=None)
+        wait = 3600.0 if soonest is None else (soonest - now).total_seconds()
+        if self.children or self.catching_up:
+            wait = min(wait, POLL)
+        # A little past the fire, so the database clock has reached it too.
+        return max(wait, 0) + 0.002
+
+    @contextmanager
+    def _stop_on_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def stop(signum: int, frame: object) -> None:
+            if self.signum is None:
+                self.say(f"Stopping on {signal.Signals(signum).name}: no new jobs start")
+            self.signum = signum
+            self.stopping.set()
+
+        previous = {
+            signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

@@ -1,0 +1,197 @@
+"""The scheduler on several "hosts" at once: real processes against the test database."""
+
+from __future__ import annotations
+
+import datetime
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun, JobSkip
+from jobclaims.scheduler import Child, Scheduler, scheduled_jobs
+from jobclaims.schedules import JobSchedule
+from jobclaims.testing import start
+from tests.conftest import run_command
+from tests.testapp.models import Charge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DAY = datetime.timedelta(days=1)
+#: How long the fleet runs, and when one of its schedulers is killed.
+FLEET_SECONDS = 30
+KILL_AFTER = 16
+#: Time enough for a started job to have run.
+WINDUP = datetime.timedelta(seconds=5)
+
+
+def the_job(name: str) -> JobSchedule:
+    (job,) = [job for job in scheduled_jobs() if job.command == name]
+    return job
+
+
+def test_three_schedulers_run_every_fire_once_even_when_one_is_killed():
+    hosts = start("jobclaims_scheduler", "--job", "tick", instances=3)
+    try:
+        time.sleep(KILL_AFTER)
+        hosts[0].process.kill()
+        killed_at = database_now()
+        time.sleep(FLEET_SECONDS - KILL_AFTER)
+        stopped_at = database_now()
+        for host in hosts[1:]:
+            host.process.send_signal(signal.SIGTERM)
+        results = [host.finish(timeout=30) for host in hosts[1:]]
+    finally:
+        for host in hosts:
+            host.stop()
+    assert [result.returncode for result in results] == [0, 0], results
+    assert all("Stopping on SIGTERM" in result.stdout for result in results)
+
+    job = the_job("tick")
+    runs = {run.window: run for run in JobRun.objects.filter(job="tick")}
+    fired = sorted(datetime.datetime.fromisoformat(key) for key in runs)
+    expected = [
+        key for _, key in job.expected_fires(fired[0] - datetime.timedelta(seconds=1), fired[-1])
+    ]
+    assert len(expected) >= FLEET_SECONDS // 2 - 3
+    # Every fire ran, exactly once, and succeeded: none lost to the kill.
+    assert sorted(runs) == sorted(expected)
+    charges = Counter(Charge.objects.values_list("window", flat=True))
+    # A job still starting when its scheduler was stopped was stopped with it.
+    settled = [key for key in expected if runs[key].claimed_at < stopped_at - WINDUP]
+    assert {key: charges[key] for key in settled} == dict.fromkeys(settled, 1)
+    assert {runs[key].status for key in settled} == {JobRun.Status.SUCCEEDED}
+    assert max(charges.values()) == 1
+    assert {run.attempt for run in runs.values()} == {1}
+
+    # Each fire's skips come from the other hosts up then, each once.
+    owners = {run.owner for run in runs.values()} | set(
+        JobSkip.objects.values_list("owner", flat=True)
+    )
+    killed = {owner for owner in owners if owner.split(":")[1] == str(hosts[0].process.pid)}
+    for key, run in runs.items():
+        skippers = list(
+            JobSkip.objects.filter(job="tick", window=key).values_list("owner", flat=True)
+        )
+        assert run.owner not in skippers
+        assert len(skippers) == len(set(skippers))
+        fire = datetime.datetime.fromisoformat(key)
+        if abs((fire - killed_at).total_seconds()) < 2:
+            continue  # The killed host may or may not have looked at this one.
+        up = owners if fire < killed_at else owners - killed
+        # A host still running the previous fire's job leaves this one to the others.
+        busy = {
+            other.owner
+            for other in runs.values()
+            if other.owner != run.owner
+            and other.claimed_at < fire < (other.finished_at or stopped_at)
+        }
+        assert set(skippers) | {run.owner} | busy == up, key
+
+
+def nightly_runs(name: str) -> list[str]:
+    return list(
+        JobRun.objects.filter(job=name, status=JobRun.Status.SUCCEEDED)
+        .order_by("claimed_at")
+        .values_list("window", flat=True)
+    )
+
+
+def test_each_misfire_policy_does_what_it_says_when_a_scheduler_comes_back():
+    now = database_now()
+    names = ["nightly_skip", "nightly_latest", "nightly_all"]
+    fires = {}
+    for name in names:
+        job = the_job(name)
+        latest = job.cron.latest_fire(now)
+        assert latest is not None
+        fires[name] = [job.key(latest - days * DAY) for days in (3, 2, 1, 0)]
+        # Three days ago every scheduler was up; since then, none.
+        JobRun.objects.create(
+            job=name,
+            window=fires[name][0],
+            status=JobRun.Status.SUCCEEDED,
+            claimed_at=latest - 3 * DAY,
+            expires_at=latest - 3 * DAY,
+            finished_at=latest - 3 * DAY,
+            owner="gone",
+        )
+    back = [start("jobclaims_scheduler", "--once", "--job", name)[0] for name in names]
+    results = [host.finish(timeout=60) for host in back]
+    assert [result.returncode for result in results] == [0, 0, 0], results
+
+    assert nightly_runs("nightly_skip") == fires["nightly_skip"][:1]
+    assert nightly_runs("nightly_latest") == [
+        fires["nightly_latest"][0],
+        fires["nightly_latest"][3],
+    ]
+    assert nightly_runs("nightly_all") == fires["nightly_all"]
+
+    out, _, _ = run_command("jobclaims_scheduler", "--list", "--job", "nightly_skip")
+    assert "misfire: skip" in out
+    assert f"missed: 3, the latest {fires['nightly_skip'][3]}" in out
+    out, _, _ = run_command("jobclaims_scheduler", "--list", "--job", "nightly_all")
+    assert f"caught up late: 3, the latest {fires['nightly_all'][3]}" in out
+    assert "missed" not in out
+
+
+def test_a_child_that_dies_before_adopting_its_claim_has_it_recorded_failed():
+    job = the_job("tick")
+    run = JobRun.objects.claim("tick", "2026-11-29T10:00:00+00:00", lease=job.lease)
+    assert run is not None
+    lines: list[str] = []
+    scheduler = Scheduler([job], max_jobs=1, say=lines.append)
+    process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    scheduler.children["tick"] = Child(job, run, process)
+    process.wait()
+    scheduler.reap()
+    run.refresh_from_db()
+    assert run.status == JobRun.Status.FAILED
+    assert "exited with status 3 without recording" in run.error
+    assert "exited 3" in lines[0]
+    assert "recorded failed" in lines[0]
+
+
+def test_a_child_runs_under_the_claim_it_was_given_and_records_it():
+    job = the_job("tick")
+    run = JobRun.objects.claim("tick", "2026-11-29T10:00:00+00:00", lease=job.lease)
+    assert run is not None
+    out, err, status = run_command("tick", "--window", run.window, "--claim-token", str(run.token))
+    assert status == 0, err
+    assert out.startswith("Adopted tick 2026-11-29T10:00:00+00:00 (attempt 1)")
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == (JobRun.Status.SUCCEEDED, 1)
+    assert not JobSkip.objects.exists()
+
+
+def test_a_child_whose_claim_is_gone_runs_nothing():
+    job = the_job("tick")
+    run = JobRun.objects.claim("tick", "2026-11-29T10:00:00+00:00", lease=job.lease)
+    assert run is not None
+    JobRun.objects.expire()
+    _, err, status = run_command("tick", "--window", run.window, "--claim-token", str(run.token))
+    assert status == 1
+    assert "no longer held" in err
+    assert not Charge.objects.exists()
+
+
+def test_the_missed_listing_of_a_scheduled_job_lists_its_unclaimed_fires():
+    job = the_job("nightly_skip")
+    latest = job.cron.latest_fire(database_now())
+    assert latest is not None
+    with_claim = job.key(latest - 3 * DAY)
+    JobRun.objects.create(
+        job="nightly_skip",
+        window=with_claim,
+        status=JobRun.Status.SUCCEEDED,
+        claimed_at=latest - 3 * DAY,
+        expires_at=latest - 3 * DAY,
+        owner="gone",
+    )
+    out, _, _ = run_command("jobclaims_status", "--missed", "--job", "nightly_skip")
+    missed = ", ".join(job.key(latest - days * DAY) for days in (2, 1, 0))
+    assert f"nightly_skip: 3 missed windows: {missed}" in out

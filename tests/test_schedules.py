@@ -1,0 +1,193 @@
+"""Cron schedules: fire times, the window each claims, DST days, and bad schedules."""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from jobclaims import checks, scheduler
+from jobclaims.commands import JobCommand
+from jobclaims.models import JobRun, JobSkip
+from jobclaims.schedules import ON_TIME, CronSchedule, JobSchedule, Misfire, problems
+from tests.conftest import run_command
+
+SECOND = datetime.timedelta(seconds=1)
+HOUR = datetime.timedelta(hours=1)
+
+
+def at(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text)
+
+
+def keys_between(expression: str, start: str, end: str) -> list[str]:
+    cron = CronSchedule(expression)
+    return [cron.key(fire) for fire in cron.fires_between(at(start), at(end))]
+
+
+def job_class(**attributes: object) -> type[JobCommand]:
+    """A JobCommand subclass with ``attributes``, as if in a module named "nightly"."""
+    return type("Command", (JobCommand,), {"__module__": "app.commands.nightly", **attributes})
+
+
+def schedule_of(**attributes: object) -> JobSchedule:
+    return JobSchedule.of(job_class(**attributes)(), "nightly")
+
+
+@override_settings(TIME_ZONE="America/New_York")
+def test_a_daily_job_at_a_time_spring_forward_skips_runs_once_that_day():
+    keys = keys_between("30 2 * * *", "2026-03-07T12:00-05:00", "2026-03-09T12:00-04:00")
+    # 02:30 does not exist on March 8: the fire is at 03:00, when the clocks jump.
+    assert keys == ["2026-03-08T03:00-04:00", "2026-03-09T02:30-04:00"]
+
+
+@override_settings(TIME_ZONE="America/New_York")
+def test_a_daily_job_at_a_time_fall_back_repeats_runs_once_that_day():
+    keys = keys_between("30 1 * * *", "2026-10-31T12:00-04:00", "2026-11-02T12:00-05:00")
+    assert keys == ["2026-11-01T01:30-04:00", "2026-11-02T01:30-05:00"]
+
+
+@override_settings(TIME_ZONE="America/New_York")
+def test_an_hourly_job_fires_in_both_repeated_hours_with_a_key_each():
+    keys = keys_between("30 * * * *", "2026-11-01T04:00+00:00", "2026-11-02T05:00+00:00")
+    assert len(keys) == len(set(keys)) == 25
+    assert keys[1:3] == ["2026-11-01T01:30-04:00", "2026-11-01T01:30-05:00"]
+
+
+@override_settings(TIME_ZONE="America/New_York")
+def test_an_hourly_job_skips_the_hour_spring_forward_removes():
+    keys = keys_between("30 * * * *", "2026-03-08T05:00+00:00", "2026-03-09T04:00+00:00")
+    assert len(keys) == len(set(keys)) == 23
+    assert "2026-03-08T01:30-05:00" in keys
+    assert "2026-03-08T03:30-04:00" in keys
+
+
+def test_a_host_that_starts_late_claims_the_same_fire_as_one_on_time():
+    job = schedule_of(schedule="*/15 * * * *")
+    fire = at("2026-11-29T10:15+00:00")
+    on_time, late, early = job.due(fire), job.due(fire + 7 * SECOND), job.due(fire - SECOND)
+    assert on_time is not None
+    assert late is not None
+    assert early is not None
+    assert job.key(on_time) == job.key(late) == "2026-11-29T10:15+00:00"
+    assert job.key(early) == "2026-11-29T10:00+00:00"
+
+
+def test_a_quarter_hourly_job_has_four_windows_an_hour():
+    keys = keys_between("*/15 * * * *", "2026-11-29T09:59+00:00", "2026-11-29T10:59+00:00")
+    assert len(keys) == 4
+
+
+def test_a_seconds_field_gives_keys_to_the_second():
+    assert keys_between("*/2 * * * * *", "2026-11-29T10:00+00:00", "2026-11-29T10:00:05+00:00") == [
+        "2026-11-29T10:00:02+00:00",
+        "2026-11-29T10:00:04+00:00",
+    ]
+
+
+def test_an_operators_window_names_the_fire_it_falls_in_or_the_days_first():
+    job = schedule_of(schedule="5 2,14 * * *")
+    assert job.key_for("2026-11-29T10:25") == "2026-11-29T02:05+00:00"
+    assert job.key_for("2026-11-29") == "2026-11-29T02:05+00:00"
+    assert job.key_for("2026-11-29T14:05:00+00:00") == "2026-11-29T14:05+00:00"
+    with pytest.raises(ValueError, match="not an ISO 8601"):
+        job.key_for("yesterday")
+
+
+def test_a_window_that_agrees_with_the_schedule_keeps_its_keys():
+    job = schedule_of(schedule="5 2 * * *", window="daily")
+    assert job.key(at("2026-11-29T02:05+00:00")) == "2026-11-29"
+    assert job.recorded_schedule == "daily"
+
+
+def test_the_misfire_policies_choose_which_late_fire_to_claim():
+    fire = at("2026-11-29T00:00+00:00")
+    late = fire + 3 * HOUR
+    assert schedule_of(schedule="0 0 * * *", misfire=Misfire.SKIP).due(late) is None
+    assert schedule_of(schedule="0 0 * * *", misfire=Misfire.SKIP).due(fire + ON_TIME) == fire
+    assert schedule_of(schedule="0 0 * * *").due(late) == fire
+    deadline = datetime.timedelta(hours=2)
+    assert schedule_of(schedule="0 0 * * *", misfire_deadline=deadline).due(late) is None
+
+
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    [
+        ({"schedule": "61 * * * *"}, "nightly: schedule '61 \\* \\* \\* \\*' is not a cron"),
+        ({"schedule": "5 2 * *"}, "has 4 fields; write five"),
+        (
+            {"schedule": "*/15 * * * *", "window": "hourly"},
+            "contradicts window 'hourly'.*remove the window",
+        ),
+        ({"schedule": "5 2 * * *", "window": "fortnightly"}, "unknown window 'fortnightly'"),
+        ({"schedule": "5 2 * * *", "misfire": "sometimes"}, "misfire 'sometimes' is not one of"),
+    ],
+)
+def test_a_schedule_that_cannot_work_is_refused_naming_the_fix(attributes, message):
+    (found,) = problems(job_class(**attributes))
+    assert re.search(message, found)
+
+
+def test_the_system_check_refuses_a_bad_schedule(monkeypatch):
+    bad = job_class(schedule="*/15 * * * *", window="hourly")
+    monkeypatch.setattr(scheduler, "scheduled_commands", lambda: {"nightly": bad()})
+    (error,) = checks.check_schedules()
+    assert error.id == "jobclaims.E005"
+    assert "contradicts window 'hourly'" in error.msg
+
+
+def test_the_test_projects_scheduled_jobs_pass_the_check():
+    assert checks.check_schedules() == []
+
+
+@pytest.mark.django_db
+def test_a_job_with_a_bad_schedule_refuses_to_run_and_writes_nothing():
+    command = job_class(schedule="5 2 * * * * *", run_job=lambda self, run, **o: None)()
+    with pytest.raises(CommandError, match="has 7 fields"):
+        call_command(command)
+    assert not JobRun.objects.exists()
+    assert not JobSkip.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_scheduler_names_the_scheduled_jobs_for_an_unknown_one():
+    _, err, status = run_command("jobclaims_scheduler", "--job", "nope", "--once")
+    assert status == 1
+    assert "'nope' is not a scheduled job; the scheduled jobs are: nightly_all" in err
+    assert not JobRun.objects.exists()
+    assert not JobSkip.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_scheduler_refuses_to_start_with_a_bad_schedule(monkeypatch):
+    bad = job_class(schedule="61 * * * *")
+    monkeypatch.setattr(scheduler, "scheduled_commands", lambda: {"nightly": bad()})
+    _, err, status = run_command("jobclaims_scheduler", "--once")
+    assert status == 1
+    assert "is not a cron expression" in err
+    assert not JobRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_status_command_shows_each_scheduled_job():
+    out, _, status = run_command("jobclaims_status", "--schedules", "--job", "tick")
+    assert status == 0
+    assert "tick: */2 * * * * * (Every second second of every minute, UTC); misfire: latest" in out
+    assert "  last run: none yet" in out
+    assert "nightly" not in out
+
+
+@pytest.mark.django_db
+def test_a_scheduled_jobs_window_must_name_a_moment():
+    _, err, status = run_command("tick", "--window", "yesterday")
+    assert status == 1
+    assert "--window: 'yesterday' is not an ISO 8601 date or date-time" in err
+    assert not JobRun.objects.exists()
+
+
+def test_the_scheduler_runs_at_least_one_job_at_once():
+    with pytest.raises(CommandError, match="'0' is not a whole number of jobs above 0"):
+        call_command("jobclaims_scheduler", "--max-jobs", "0")

@@ -1,0 +1,15 @@
+import os
+
+from jobclaims.commands import JobCommand
+from tests.testapp.models import Charge
+
+
+class Command(JobCommand):
+    """A nightly job whose missed fires are handled with misfire = "latest"."""
+
+    help = "Test job: charge the ledger at midnight."
+    schedule = "0 0 * * *"
+    misfire = "latest"
+
+    def run_job(self, run, *args, **options):
+        Charge.objects.create(job=run.job, window=run.window, pid=os.getpid())
