@@ -241,6 +241,8 @@ class JobOverview:
     missed: list[str]
     #: Keys of recent fires claimed later than ``ON_TIME``: caught up.
     caught_up: list[str]
+    #: What is wrong with the job ("overdue: ...", "failed: ..."), as ``jobclaims.health`` says.
+    problems: list[str]
 
 
 #: The overview looks back this many fires.
@@ -254,6 +256,7 @@ def overview(job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3) -> 
     ``ON_TIME`` old is not missed yet.
     """
     from jobclaims.conf import jobclaims_settings
+    from jobclaims.health import job_health
     from jobclaims.models import JobRun
     from jobclaims.states import with_state
 
@@ -284,6 +287,7 @@ def overview(job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3) -> 
         last_run=last,
         missed=missed,
         caught_up=caught_up,
+        problems=job_health(job.job)[0].problems if first is not None else [],
     )
 
 
@@ -384,4 +388,32 @@ def describe(view: JobOverview) -> str:
         lines.append(f"  missed: {len(view.missed)}, the latest {view.missed[-1]}")
     if view.caught_up:
         lines.append(f"  caught up late: {len(view.caught_up)}, the latest {view.caught_up[-1]}")
+    lines.extend(f"  ! {problem}" for problem in view.problems)
     return "\n".join(lines)
+
+
+def as_document(view: JobOverview) -> dict[str, object]:
+    """A job's overview for ``jobclaims_status --json``; times in ISO 8601, UTC."""
+    job, run = view.schedule, view.last_run
+    return {
+        "job": job.job,
+        "command": job.command,
+        "schedule": job.cron.expression,
+        "in_words": job.cron.describe(),
+        "time_zone": timezone.get_current_timezone_name(),
+        "misfire": job.misfire,
+        "next_fires": [fire.isoformat() for fire in view.next_fires],
+        "last_run": None
+        if run is None
+        else {
+            "window": run.window,
+            "state": getattr(run, "state", run.status),
+            "attempt": run.attempt,
+            "claimed_at": run.claimed_at.isoformat(),
+            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        },
+        "missed": view.missed,
+        "caught_up": view.caught_up,
+        "problems": view.problems,
+        "healthy": not view.problems,
+    }

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import datetime
+import json
 import re
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import DEFAULT_DB_ALIAS
 from django.test import override_settings
 
 from jobclaims import checks, scheduler
+from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.schedules import ON_TIME, CronSchedule, JobSchedule, Misfire, problems
@@ -178,6 +181,32 @@ def test_the_status_command_shows_each_scheduled_job():
     assert "tick: */2 * * * * * (Every second second of every minute, UTC); misfire: latest" in out
     assert "  last run: none yet" in out
     assert "nightly" not in out
+
+
+@pytest.mark.django_db
+def test_the_status_command_marks_a_scheduled_job_whose_last_run_failed():
+    tick = scheduler.schedule_of("tick")
+    assert tick is not None
+    fire = tick.cron.latest_fire(database_now(DEFAULT_DB_ALIAS))
+    assert fire is not None
+    run = JobRun.objects.claim("tick", tick.key(fire), lease=HOUR, schedule=tick.recorded_schedule)
+    assert run is not None
+    run.release(JobRun.Status.FAILED, error="ValueError: the ledger is closed")
+
+    out, _, _ = run_command("jobclaims_status", "--schedules", "--job", "tick")
+    document, _, _ = run_command("jobclaims_status", "--schedules", "--job", "tick", "--json")
+
+    assert f"  last run: {run.window} failed (attempt 1)" in out
+    assert "  ! failed: its last run" in out
+    assert "ValueError: the ledger is closed" in out
+    [listed] = json.loads(document)["schedules"]
+    assert listed["job"] == "tick"
+    assert listed["schedule"] == "*/2 * * * * *"
+    assert listed["last_run"]["window"] == run.window
+    assert listed["last_run"]["state"] == "failed"
+    assert listed["healthy"] is False
+    assert any("the ledger is closed" in problem for problem in listed["problems"])
+    assert len(listed["next_fires"]) == 3
 
 
 @pytest.mark.django_db

@@ -13,7 +13,7 @@ from jobclaims.health import job_health
 from jobclaims.missed import missed_windows
 from jobclaims.models import JobRun
 from jobclaims.scheduler import scheduled_jobs
-from jobclaims.schedules import describe, overview
+from jobclaims.schedules import JobOverview, as_document, describe, overview
 from jobclaims.states import State
 
 if TYPE_CHECKING:
@@ -86,10 +86,13 @@ class Command(BaseCommand):
         )
         now = database_now(jobclaims_settings.claims_database(JobRun))
         missed = _missed(options["job"]) if options["missed"] else {}
+        views = _overviews(options["job"], now) if options["schedules"] else []
         if options["json"]:
             document = _document(shown, now)
             if options["missed"]:
                 document["missed_windows"] = missed
+            if options["schedules"]:
+                document["schedules"] = [as_document(view) for view in views]
             self.stdout.write(json.dumps(document, indent=2))
             return
         if not shown:
@@ -102,10 +105,8 @@ class Command(BaseCommand):
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
         for job, windows in missed.items():
             self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")
-        if options["schedules"]:
-            for scheduled in scheduled_jobs():
-                if options["job"] in (None, scheduled.job):
-                    self.stdout.write(describe(overview(scheduled, now)))
+        for view in views:
+            self.stdout.write(describe(view))
 
     def _check(self, job: str | None, verbosity: int) -> None:
         jobs = job_health(job)
@@ -119,6 +120,11 @@ class Command(BaseCommand):
             )
         if verbosity:
             self.stdout.write(f"All {len(jobs)} jobs healthy.")
+
+
+def _overviews(job: str | None, now: Any) -> list[JobOverview]:
+    """The overview of each scheduled job (of ``job`` alone, if given)."""
+    return [overview(each, now) for each in scheduled_jobs() if job in (None, each.job)]
 
 
 def _missed(job: str | None) -> dict[str, list[str]]:
