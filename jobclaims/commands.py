@@ -18,6 +18,7 @@ from jobclaims.claiming import holding, validate_max_run_time, window_key
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
+from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
 from jobclaims.stopping import interrupting_on_stop_signals
 
@@ -176,6 +177,13 @@ class JobCommand(BaseCommand):
                 f"{job} {window}: the claim this process was started under is no longer "
                 "held (its lease ran out before the process started, or another "
                 "instance took it over), so nothing ran"
+            )
+        # The scheduler claimed with a short lease (scheduler.START_LEASE):
+        # from here on the claim lasts the job's own.
+        if not run.renew(lease, until=lease_deadline(run, self.max_run_time)):
+            raise CommandError(
+                f"{job} {window}: the claim this process was started under ended before "
+                "it could be renewed, so nothing ran"
             )
         if options["verbosity"]:
             self.stdout.write(

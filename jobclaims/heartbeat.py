@@ -42,7 +42,7 @@ class Heartbeat:
     ):
         self.run = run
         self.lease = lease
-        self.deadline = _deadline(run, max_run_time)
+        self.deadline = lease_deadline(run, max_run_time)
         self.lost = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(
@@ -108,7 +108,9 @@ class Heartbeat:
         return {"job": self.run.job, "window": self.run.window}
 
 
-def _deadline(run: JobRun, max_run_time: datetime.timedelta | None) -> datetime.datetime | None:
+def lease_deadline(
+    run: JobRun, max_run_time: datetime.timedelta | None
+) -> datetime.datetime | None:
     """When ``run``'s lease stops being extended: ``max_run_time`` after its claim."""
     if max_run_time is None:
         return None

@@ -47,6 +47,12 @@ if TYPE_CHECKING:
 POLL = 1.0
 #: How long to wait before trying again when the database does not answer.
 RECONNECT = 5.0
+#: The lease a scheduler claims a fire with; the job's process renews it to
+#: the job's own lease once it adopts the claim. A scheduler killed between
+#: the claim and the start holds the fire no longer than this.
+START_LEASE = datetime.timedelta(seconds=30)
+#: How long after a refusing holder's lease ends to look at its fire again.
+LOOK_AGAIN = datetime.timedelta(seconds=1)
 ON_A_DAY = datetime.timedelta(days=1)
 
 
@@ -105,6 +111,15 @@ def child_environment() -> dict[str, str]:
 
 
 @dataclass
+class Refused:
+    """A fire another holder's claim refused, and when to look at it again."""
+
+    fire: datetime.datetime
+    key: str
+    look_at: datetime.datetime
+
+
+@dataclass
 class Child:
     """A job's process that this scheduler started, and the claim it runs under."""
 
@@ -133,6 +148,8 @@ class Scheduler:
         self.tried: dict[str, datetime.datetime] = {}
         #: Jobs with missed fires still to catch up (misfire = "all").
         self.catching_up: set[str] = set()
+        #: Per job, its latest fire that another holder's claim refused.
+        self.refused: dict[str, Refused] = {}
         self.stopping = threading.Event()
         self.signum: int | None = None
 
@@ -176,11 +193,14 @@ class Scheduler:
                 continue  # Never a second copy of a job this host is running.
             if len(self.children) + len(won) >= self.max_jobs:
                 break  # Left for a host with room, or for the next look.
-            for fire, key in self._to_claim(job, now):
+            for fire, key in self._to_claim(job, now) or self._to_take_over(job, now):
                 self.tried[job.job] = fire
                 if (run := self._claim(job, key)) is not None:
+                    self.refused.pop(job.job, None)
                     won.append((job, fire, run))
                     break
+                look_at = now + min(job.lease, START_LEASE) + LOOK_AGAIN
+                self.refused[job.job] = Refused(fire, key, look_at)
         # Every claim first, then the processes: starting one takes longer
         # than a claim, and the other fires' claims need not wait for it.
         for job, fire, run in won:
@@ -246,6 +266,38 @@ class Scheduler:
             return []
         return [(fire, key)]
 
+    def _to_take_over(
+        self, job: JobSchedule, now: datetime.datetime
+    ) -> list[tuple[datetime.datetime, str]]:
+        """The refused fire of ``job``, once its holder died without an outcome.
+
+        The holder may be a scheduler killed between its claim and its
+        job's start, or a host lost with the job running: nothing else would
+        claim that fire again before the next one. One read, a lease after
+        the refusal and then at each end of the holder's renewed lease, for
+        as long as it is the job's latest fire and its run has not ended.
+        """
+        refused = self.refused.get(job.job)
+        if refused is None or now < refused.look_at:
+            return []
+        row = (
+            JobRun.objects.using(self.db)
+            .filter(job=job.job, window=refused.key)
+            .values_list("status", "expires_at")
+            .first()
+        )
+        if self.tried.get(job.job) != refused.fire or row is None:
+            del self.refused[job.job]  # A later fire came, or the row was pruned.
+            return []
+        status, expires_at = row
+        if status != JobRun.Status.RUNNING:
+            del self.refused[job.job]  # Its run ended and recorded how.
+            return []
+        if expires_at > now:
+            refused.look_at = expires_at + LOOK_AGAIN  # Alive: renewed its lease.
+            return []
+        return [(refused.fire, refused.key)]
+
     def _claimed(self, job: JobSchedule, key: str) -> bool:
         return JobRun.objects.using(self.db).filter(job=job.job, window=key).exists()
 
@@ -272,7 +324,7 @@ class Scheduler:
         return JobRun.objects.claim(
             job.job,
             key,
-            lease=job.lease,
+            lease=min(job.lease, START_LEASE),
             allow_overlap=job.allow_overlap,
             schedule=job.recorded_schedule,
         )
@@ -299,9 +351,13 @@ class Scheduler:
         )
 
     def _sleep(self, now: datetime.datetime) -> float:
-        """Seconds until the next fire of any job, by the database clock."""
+        """Seconds until the next fire of any job, or the next look at a
+        refused one, by the database clock."""
         upcoming = [next(job.cron.fires_after(now), None) for job in self.jobs]
-        soonest = min((fire for fire in upcoming if fire is not None), default=None)
+        wakes = [fire for fire in upcoming if fire is not None]
+        # A look already due waits for room for another job: POLL below.
+        wakes += [each.look_at for each in self.refused.values() if each.look_at > now]
+        soonest = min(wakes, default=None)
         wait = 3600.0 if soonest is None else (soonest - now).total_seconds()
         if self.children or self.catching_up:
             wait = min(wait, POLL)

@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from jobclaims import testing
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.scheduler import Child, Scheduler, scheduled_jobs
@@ -22,6 +23,7 @@ from tests.testapp.models import Charge
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DAY = datetime.timedelta(days=1)
+SECOND = datetime.timedelta(seconds=1)
 #: How long the fleet runs, and when one of its schedulers is killed.
 FLEET_SECONDS = 30
 KILL_AFTER = 16
@@ -166,6 +168,83 @@ def test_a_child_runs_under_the_claim_it_was_given_and_records_it():
     run.refresh_from_db()
     assert (run.status, run.attempt) == (JobRun.Status.SUCCEEDED, 1)
     assert not JobSkip.objects.exists()
+
+
+def test_a_child_renews_the_schedulers_short_claim_to_the_jobs_lease():
+    job = the_job("tick")
+    # The scheduler's short start lease, time enough for the job to start.
+    run = JobRun.objects.claim("tick", "2026-11-29T10:00:00+00:00", lease=5 * SECOND)
+    assert run is not None
+    # A job whose heartbeat first renews long after the start lease ended.
+    [child] = start(
+        "tick",
+        *("--window", run.window, "--claim-token", str(run.token), "--lease", "60"),
+        env={"TICK_HOLD": "8"},
+    )
+    deadline = time.monotonic() + 30
+    while not Charge.objects.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # Past the start lease, inside the job's own lease.
+    time.sleep((run.expires_at - database_now()).total_seconds() + 0.5)
+
+    assert JobRun.objects.claim("tick", run.window, lease=job.lease) is None
+    result = child.finish(timeout=30)
+    assert result.returncode == 0, result
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == (JobRun.Status.SUCCEEDED, 1)
+    assert Charge.objects.count() == 1
+
+
+def test_a_fire_whose_scheduler_died_after_claiming_it_is_taken_over(monkeypatch):
+    for name, value in testing.child_environment().items():
+        monkeypatch.setenv(name, value)  # The job's process opens the test database.
+    job = the_job("nightly_latest")
+    fire = job.cron.latest_fire(database_now())
+    assert fire is not None
+    # Another host's scheduler claimed the fire and was killed before it
+    # started the job: its claim runs on for the rest of its start lease.
+    dead = JobRun.objects.create(
+        job=job.job,
+        window=job.key(fire),
+        claimed_at=fire,
+        expires_at=database_now() + 2 * SECOND,
+        owner="host-b:4242:killed",
+    )
+    lines: list[str] = []
+    scheduler = Scheduler([job], max_jobs=1, say=lines.append)
+    scheduler.start_due(fire + SECOND)  # This host, on time: refused.
+    assert scheduler.children == {}
+    assert JobSkip.objects.filter(job=job.job, window=dead.window).count() == 1
+
+    time.sleep(2.5)
+    scheduler.start_due(database_now())
+    scheduler.shutdown()
+
+    dead.refresh_from_db()
+    assert (dead.status, dead.attempt) == (JobRun.Status.SUCCEEDED, 2)
+    assert list(Charge.objects.values_list("window", flat=True)) == [dead.window]
+    assert f"Started {job.job} {dead.window}" in lines[0]
+
+
+def test_a_refused_fire_whose_holder_lives_is_left_to_it():
+    job = the_job("nightly_latest")
+    fire = job.cron.latest_fire(database_now())
+    assert fire is not None
+    holder = JobRun.objects.claim(job.job, job.key(fire), lease=datetime.timedelta(minutes=5))
+    assert holder is not None
+    scheduler = Scheduler([job], max_jobs=1, say=print)
+    scheduler.start_due(fire + SECOND)
+    scheduler.refused[job.job].look_at = fire  # Due for another look now.
+
+    scheduler.start_due(database_now())
+
+    assert scheduler.children == {}
+    assert scheduler.refused[job.job].look_at > holder.expires_at
+    holder.release()
+    scheduler.refused[job.job].look_at = fire
+    scheduler.start_due(database_now())
+    assert job.job not in scheduler.refused
+    assert not Charge.objects.exists()
 
 
 def test_a_child_whose_claim_is_gone_runs_nothing():
