@@ -16,7 +16,7 @@ from django.utils import timezone
 from jobclaims import checks, leases, retries, schedules, windows
 from jobclaims.claiming import holding, validate_max_run_time, window_key
 from jobclaims.clock import database_now
-from jobclaims.conf import jobclaims_settings
+from jobclaims.conf import jobclaims_settings, use_parents_databases
 from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
 from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
@@ -170,6 +170,7 @@ class JobCommand(BaseCommand):
         self, job: str, lease: datetime.timedelta, args: tuple[Any, ...], options: dict[str, Any]
     ) -> None:
         """Run under the claim the scheduler took for this process."""
+        use_parents_databases()
         window = options["window_key"]
         run = adopt(job, window, options["claim_token"]) if window else None
         if run is None:

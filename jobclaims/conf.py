@@ -17,6 +17,7 @@ same message, so a job never runs on a setting it misread.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import cast
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import router
+from django.db import connections, router
 from django.db.models import Model
 
 from jobclaims import leases
@@ -160,3 +161,27 @@ class JobClaimsSettings:
 
 
 jobclaims_settings = JobClaimsSettings()
+
+
+#: The databases a process passes on to the processes it starts, by alias.
+DATABASE_NAMES_VARIABLE = "JOBCLAIMS_DATABASE_NAMES"
+
+
+def database_names() -> dict[str, str]:
+    """This process's database names by alias, for ``DATABASE_NAMES_VARIABLE``."""
+    return {alias: str(connections[alias].settings_dict["NAME"]) for alias in connections}
+
+
+def use_parents_databases() -> None:
+    """Open the very databases the parent process uses, if it named them.
+
+    A scheduler's job and a raced instance must claim where their parent
+    does. Under a test runner that is a test database that the settings do
+    not name, so the parent passes the names on (``database_names()``).
+    """
+    names = os.environ.get(DATABASE_NAMES_VARIABLE)
+    for alias, name in json.loads(names).items() if names else ():
+        if connections[alias].settings_dict["NAME"] != name:
+            connections[alias].close()
+            django_settings.DATABASES[alias]["NAME"] = name
+            connections[alias].settings_dict["NAME"] = name

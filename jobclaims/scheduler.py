@@ -17,6 +17,7 @@ outright leaves its claims to expire and be taken over, like any dead holder.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import random
 import signal
@@ -36,7 +37,7 @@ from django.db import DatabaseError, close_old_connections
 
 from jobclaims import windows
 from jobclaims.clock import database_now
-from jobclaims.conf import jobclaims_settings
+from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, jobclaims_settings
 from jobclaims.models import JobRun
 from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
 
@@ -102,11 +103,13 @@ def child_argv(job: JobSchedule, key: str, run: JobRun) -> list[str]:
 
 
 def child_environment() -> dict[str, str]:
-    """The scheduler's settings and import path, wherever it was started from."""
+    """The scheduler's settings, import path and databases, wherever it was
+    started from (its job claims nothing: it adopts the scheduler's claim)."""
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
         "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
+        DATABASE_NAMES_VARIABLE: json.dumps(database_names()),
     }
 
 

@@ -26,10 +26,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.test import TransactionTestCase
 
+from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, use_parents_databases
+
 if TYPE_CHECKING:
     from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 
-_DATABASES_VARIABLE = "JOBCLAIMS_RACE_DATABASE_NAMES"
 _START_VARIABLE = "JOBCLAIMS_RACE_START_FD"
 _READY = "jobclaims: ready"
 
@@ -175,7 +176,6 @@ class RaceTestCase(TransactionTestCase):
 
 def child_environment() -> dict[str, str]:
     """Point a child process at our settings and the very databases we use."""
-    names = {}
     for alias in connections:
         connection = connections[alias]
         # The vendor names SQLite's wrapper; the cast tells mypy so.
@@ -185,11 +185,10 @@ def child_environment() -> dict[str, str]:
                 "other processes cannot open; give it a file: set "
                 f"DATABASES[{alias!r}]['TEST'] = {{'NAME': 'test.sqlite3'}}"
             )
-        names[alias] = str(connection.settings_dict["NAME"])
     return {
         "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
         "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
-        _DATABASES_VARIABLE: json.dumps(names),
+        DATABASE_NAMES_VARIABLE: json.dumps(database_names()),
     }
 
 
@@ -198,10 +197,8 @@ def connect_child() -> None:
     import django
 
     django.setup()
-    for alias, name in json.loads(os.environ[_DATABASES_VARIABLE]).items():
-        # What Django's test runner does when it creates the test databases.
-        settings.DATABASES[alias]["NAME"] = name
-        connections[alias].settings_dict["NAME"] = name
+    use_parents_databases()
+    for alias in connections:
         connections[alias].ensure_connection()
 
 

@@ -111,11 +111,3 @@ TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The browser test's live server serves the admin's and jobclaims' static files.
 STATIC_URL = "static/"
-
-# Jobs that jobclaims_scheduler starts in the scheduler tests are its children,
-# started with these settings: they use the test databases the race kit names.
-if race_names := env("JOBCLAIMS_RACE_DATABASE_NAMES", default=""):
-    import json
-
-    for alias, name in json.loads(race_names).items():
-        DATABASES[alias]["NAME"] = name

@@ -1,6 +1,7 @@
 """The proof this project asks of every job: two servers, one charge each."""
 
 from example_project.billing.models import Charge, Invoice
+from jobclaims.models import JobRun
 from jobclaims.testing import RaceTestCase
 
 
@@ -15,6 +16,18 @@ class ChargeInvoicesTests(RaceTestCase):
         self.assertRanOnce(results)
         self.assertEqual(Charge.objects.count(), 3)
         self.assertFalse(Invoice.objects.filter(paid=False).exists())
+
+    def test_the_scheduler_on_three_servers_charges_each_invoice_once(self):
+        results = self.race(
+            "jobclaims_scheduler", "--once", "--job", "charge_invoices", instances=3
+        )
+        self.assertEqual([result.returncode for result in results], [0, 0, 0])
+        started = [result for result in results if "Started charge_invoices" in result.stdout]
+        self.assertEqual(len(started), 1)
+        self.assertIn("Charged 3 invoices.", started[0].stdout)
+        self.assertEqual(Charge.objects.count(), 3)
+        run = JobRun.objects.get(job="charge_invoices")
+        self.assertEqual((run.status, run.attempt), (JobRun.Status.SUCCEEDED, 1))
 
     def test_without_jobclaims_two_servers_charge_each_invoice_twice(self):
         results = self.race("charge_invoices_unprotected", instances=2)

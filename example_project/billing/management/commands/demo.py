@@ -3,7 +3,7 @@ from django.db.models import Count, Sum
 
 from example_project.billing.models import Charge, Invoice
 from jobclaims.models import JobRun
-from jobclaims.testing import race
+from jobclaims.testing import InstanceResult, race
 
 INVOICES = {"INV-001": 1200, "INV-002": 4500, "INV-003": 990}
 
@@ -15,12 +15,22 @@ class Command(BaseCommand):
         self.stdout.write("Two servers start the billing job at the same instant.\n")
         self._round("charge_invoices_unprotected", "Without jobclaims")
         self._round("charge_invoices", "With jobclaims (JobCommand)")
+        self.stdout.write("Three servers each run the scheduler; it starts the due job.\n")
+        self._round(
+            "jobclaims_scheduler",
+            "With jobclaims' scheduler on every server",
+            "--once",
+            *("--job", "charge_invoices"),
+            instances=3,
+        )
 
-    def _round(self, command: str, title: str) -> None:
+    def _round(self, command: str, title: str, *args: str, instances: int = 2) -> None:
         self._reset()
-        self.stdout.write(self.style.MIGRATE_HEADING(f"{title}: manage.py {command} x2"))
-        for number, result in enumerate(race(command, instances=2), start=1):
-            self.stdout.write(f"  instance {number}: {result.outcome}")
+        shown = " ".join((command, *args))
+        self.stdout.write(self.style.MIGRATE_HEADING(f"{title}: manage.py {shown} x{instances}"))
+        results = race(command, *args, instances=instances)
+        for number, result in enumerate(results, start=1):
+            self.stdout.write(f"  instance {number}: {_outcome(command, result)}")
             for line in (result.stdout + result.stderr).strip().splitlines():
                 self.stdout.write(f"    | {line}")
         self._report()
@@ -45,3 +55,12 @@ class Command(BaseCommand):
             self.stdout.write(self.style.ERROR(f"{line} {doubled} invoices charged twice.\n"))
         else:
             self.stdout.write(self.style.SUCCESS(f"{line} Each invoice charged once.\n"))
+
+
+def _outcome(command: str, result: InstanceResult) -> str:
+    """What an instance did: a scheduler's job runs in a process of its own."""
+    if command != "jobclaims_scheduler":
+        return result.outcome
+    if "Started " in result.stdout:
+        return "started the job"
+    return "started nothing: another server's claim won"
