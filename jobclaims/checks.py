@@ -49,6 +49,7 @@ def register_checks() -> None:
     register(TAG)(check_settings)
     register(TAG)(check_use_tz)
     register(TAG)(check_claims_database_is_the_primary)
+    register(TAG)(check_claims_tables_can_be_migrated)
     register(TAG)(check_row_locks)
     register(TAG)(check_claims_database_backend)
     register(TAG)(check_schedules)
@@ -95,41 +96,61 @@ def check_claims_database_is_the_primary(
 
     A replica lags its primary, so two instances that each read the replica
     can both see a window as free; and a read-only one refuses the write.
+
+    Only where claims go matters. ``JOBCLAIMS["DATABASE"]`` wins over the
+    router, and jobclaims reads claims back from the alias it writes them to
+    (jobs, the admin, the operator commands), so a router that sends other
+    writes of ``JobRun`` elsewhere is no error.
     """
     if not _concerns_jobclaims(app_configs) or conf.problems():
         return []
-    routed = router.db_for_write(JobRun)
-    configured = jobclaims_settings.database
-    if configured is not None and routed != configured:
-        return [
-            Error(
-                f"JOBCLAIMS['DATABASE'] is {configured!r}, but the database router "
-                f"sends writes of jobclaims.JobRun to {routed!r}, so the admin and "
-                "the operator commands would not see the claims.",
-                hint=(
-                    f"Make your router's db_for_write() return {configured!r} for "
-                    f"models of the 'jobclaims' app, or set JOBCLAIMS['DATABASE'] "
-                    f"to {routed!r}."
-                ),
-                id="jobclaims.E002",
-            )
-        ]
-    alias = configured or routed
+    alias = jobclaims_settings.claims_database(JobRun)
     mirrored = connections[alias].settings_dict.get("TEST", {}).get("MIRROR")
-    if mirrored:
-        return [
-            Error(
-                f"Claims are written to the {alias!r} database, which is a replica "
-                f"of {mirrored!r} (its TEST['MIRROR']); a replica's lag would let "
-                "two instances claim the same window.",
-                hint=(
-                    f"Route writes of the 'jobclaims' app to the primary, {mirrored!r}, "
-                    f"or set JOBCLAIMS['DATABASE'] = {mirrored!r}."
-                ),
-                id="jobclaims.E002",
-            )
-        ]
-    return []
+    if not mirrored:
+        return []
+    return [
+        Error(
+            f"Claims are written to the {alias!r} database, which is a replica "
+            f"of {mirrored!r} (its TEST['MIRROR']); a replica's lag would let "
+            "two instances claim the same window.",
+            hint=(
+                f"Route writes of the 'jobclaims' app to the primary, {mirrored!r}, "
+                f"or set JOBCLAIMS['DATABASE'] = {mirrored!r}."
+            ),
+            id="jobclaims.E002",
+        )
+    ]
+
+
+def check_claims_tables_can_be_migrated(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.E006: ``migrate`` must be allowed to create the claims tables
+    where claims are written.
+
+    A router whose ``allow_migrate()`` refuses the 'jobclaims' app on the
+    claims database makes ``migrate jobclaims --database ALIAS`` do nothing
+    there, without a word, and every job then fails on a missing table.
+    """
+    if not _concerns_jobclaims(app_configs) or conf.problems():
+        return []
+    alias = jobclaims_settings.claims_database(JobRun)
+    if router.allow_migrate_model(alias, JobRun):
+        return []
+    return [
+        Error(
+            f"Claims are written to the {alias!r} database, but the database "
+            f"router's allow_migrate() refuses the 'jobclaims' app there, so "
+            f"'manage.py migrate jobclaims --database {alias}' would not create "
+            "the claims tables.",
+            hint=(
+                f"Make your router's allow_migrate() return True for app_label "
+                f"'jobclaims' on {alias!r}, or set JOBCLAIMS['DATABASE'] to a "
+                "database it migrates."
+            ),
+            id="jobclaims.E006",
+        )
+    ]
 
 
 def check_row_locks(
