@@ -25,6 +25,7 @@ from django.utils import timezone
 from jobclaims import charsets, conf
 from jobclaims.clock import lease_end_sql
 from jobclaims.conf import jobclaims_settings
+from jobclaims.documentation import page
 from jobclaims.models import JobRun, JobSkip
 
 TAG = "jobclaims"
@@ -66,7 +67,7 @@ def check_settings(
     return [
         Error(
             problem,
-            hint="Fix JOBCLAIMS in your settings; docs/settings.md lists every key.",
+            hint=f"Fix JOBCLAIMS in your settings; {page('settings')} lists every key.",
             id="jobclaims.E003",
         )
         for problem in conf.problems()
@@ -83,7 +84,7 @@ def check_use_tz(
         Error(
             "USE_TZ is False: jobclaims stores and compares claim times in UTC "
             "by the database's clock, which needs timezone-aware datetimes.",
-            hint="Set USE_TZ = True (Django's default).",
+            hint=f"Set USE_TZ = True (Django's default). {_see('jobclaims-e001-use-tz-is-off')}",
             id="jobclaims.E001",
         )
     ]
@@ -115,7 +116,8 @@ def check_claims_database_is_the_primary(
             "two instances claim the same window.",
             hint=(
                 f"Route writes of the 'jobclaims' app to the primary, {mirrored!r}, "
-                f"or set JOBCLAIMS['DATABASE'] = {mirrored!r}."
+                f"or set JOBCLAIMS['DATABASE'] = {mirrored!r}. "
+                + _see("jobclaims-e002-claims-would-go-to-a-replica")
             ),
             id="jobclaims.E002",
         )
@@ -146,7 +148,8 @@ def check_claims_tables_can_be_migrated(
             hint=(
                 f"Make your router's allow_migrate() return True for app_label "
                 f"'jobclaims' on {alias!r}, or set JOBCLAIMS['DATABASE'] to a "
-                "database it migrates."
+                "database it migrates. "
+                + _see("jobclaims-e006-migrate-would-not-create-the-claims-tables")
             ),
             id="jobclaims.E006",
         )
@@ -176,7 +179,8 @@ def check_row_locks(
         Warning(
             f"The {alias!r} database, which claims are written to, cannot lock "
             "rows: claims keep a job to one run only among processes on one host.",
-            hint=_file_lock_hint(alias),
+            hint=f"{_file_lock_hint(alias)} "
+            + _see("jobclaims-w001-the-database-cannot-lock-rows"),
             id="jobclaims.W001",
         )
     ]
@@ -196,7 +200,8 @@ def check_claims_database_backend(
             Error(
                 f"Claims are written to the {alias!r} database, and {unsupported}",
                 hint="Keep claims in PostgreSQL, MariaDB/MySQL or SQLite, and set "
-                "JOBCLAIMS['DATABASE'] to its alias.",
+                "JOBCLAIMS['DATABASE'] to its alias. "
+                + _see("jobclaims-e004-a-database-jobclaims-has-no-sql-for"),
                 id="jobclaims.E004",
             )
         ]
@@ -219,8 +224,8 @@ def check_schedules(
     return [
         Error(
             problem,
-            hint="Fix the job's schedule, window or misfire attributes; see "
-            "README.md, Schedules of their own.",
+            hint="Fix the job's schedule, window or misfire attributes. "
+            + _see("jobclaims-e005-a-schedule-that-cannot-work"),
             id="jobclaims.E005",
         )
         for command in scheduled_commands().values()
@@ -256,7 +261,8 @@ def check_time_zone_tables(
             hint=(
                 "Load the tables into the server: mariadb-tzinfo-to-sql /usr/share/zoneinfo "
                 "| mariadb -u root mysql (on MySQL, mysql_tzinfo_to_sql and mysql); "
-                "or set TIME_ZONE = 'UTC'."
+                "or set TIME_ZONE = 'UTC'. "
+                + _see("jobclaims-w002-no-time-zone-tables-for-the-admin-s-dates")
             ),
             id="jobclaims.W002",
         )
@@ -290,7 +296,8 @@ def check_column_charsets(
             f"In the {alias!r} database, some claims columns lose characters of 4 bytes "
             f"(emoji, and others beyond the Basic Multilingual Plane): {columns}. A claim "
             "whose job or window has one is refused.",
-            hint=f"Convert the tables: {conversions}.",
+            hint=f"Convert the tables: {conversions}. "
+            + _see("jobclaims-w003-columns-that-lose-characters-of-4-bytes"),
             id="jobclaims.W003",
         )
     ]
@@ -331,6 +338,11 @@ def _file_lock_hint(alias: str) -> str:
     if advice:
         return f"{multi_host}; and set " + " and ".join(advice) + "."
     return f'{multi_host}. Silence this with SILENCED_SYSTEM_CHECKS = ["jobclaims.W001"].'
+
+
+def _see(anchor: str) -> str:
+    """Where the checks page explains a check: its hint's last sentence."""
+    return f"See {page('checks', anchor)}."
 
 
 def _concerns_jobclaims(app_configs: Sequence[AppConfig] | None) -> bool:

@@ -52,7 +52,7 @@ def test_a_lease_given_as_a_number_is_error_e003_asking_for_a_timedelta():
     assert error.msg == (
         "JOBCLAIMS['DEFAULT_LEASE'] must be a positive datetime.timedelta, not 600"
     )
-    assert "docs/settings.md" in hint(error)
+    assert "https://jobclaims.readthedocs.io/en/stable/settings.html lists every key" in hint(error)
 
 
 @override_settings(JOBCLAIMS={"DEFAULT_LEASE": datetime.timedelta(days=367)})
@@ -95,7 +95,7 @@ def test_a_jobclaims_setting_that_is_not_a_dict_is_error_e003():
 def test_use_tz_off_is_error_e001():
     [error] = checks.check_use_tz()
     assert error.id == "jobclaims.E001"
-    assert hint(error) == "Set USE_TZ = True (Django's default)."
+    assert hint(error).startswith("Set USE_TZ = True (Django's default). See https://")
 
 
 def test_use_tz_on_passes():
