@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Q
 from django.utils import timezone
@@ -255,9 +255,12 @@ class JobCommand(BaseCommand):
         executor = MigrationExecutor(connection)
         leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "jobclaims"]
         if executor.migration_plan(leaves):
+            migrate = "manage.py migrate jobclaims"
+            if connection.alias != DEFAULT_DB_ALIAS:
+                migrate += f" --database {connection.alias}"
             raise CommandError(
                 f"jobclaims migrations are not applied to the {connection.alias!r} "
-                "database; run: manage.py migrate jobclaims"
+                f"database; run: {migrate}"
             )
 
     def _run(
