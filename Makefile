@@ -24,11 +24,12 @@ lint: $(VENV)/.test-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The documentation site, into docs/_build/html. Warnings are errors, and
+# The documentation site, into docs/_build/html, read afresh (-E) so no
+# page escapes the checks. Warnings are errors, and
 # nitpicky: a broken link, anchor or cross-reference fails the build.
 docs: $(VENV)/.demo-installed
 	$(BIN)/python -m pip install --quiet -e ".[docs]"
-	$(BIN)/python -m sphinx -W --keep-going -n -q -b html docs docs/_build/html
+	$(BIN)/python -m sphinx -E -W --keep-going -n -q -b html docs docs/_build/html
 
 # Every supported Django on every Python it supports, on every database.
 matrix:

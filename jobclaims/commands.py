@@ -76,7 +76,7 @@ class JobCommand(BaseCommand):
     #: Stop renewing the lease this long after the claim, so a run that hangs
     #: loses its window to the next instance; None: renew for as long as it runs.
     max_run_time: datetime.timedelta | None = None
-    #: A cron expression in TIME_ZONE ("5 2 * * *"): each fire time is a
+    #: A cron expression in TIME_ZONE (``"5 2 * * *"``): each fire time is a
     #: window, and ``jobclaims_scheduler`` starts the job at each. None: the
     #: job is started by your own cron, and ``window`` cuts its windows.
     schedule: str | None = None

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from docutils import nodes
+from pygments.lexers.special import TextLexer
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
@@ -44,4 +45,6 @@ class CommandHelp(SphinxDirective):
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("jobclaims-help", CommandHelp)
+    # Crontab lines in the recipes: Pygments has no lexer for them.
+    app.add_lexer("cron", TextLexer)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
