@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Each xdist worker gets its own test database.
 PYTEST_ARGS ?= -n auto
 
-.PHONY: demo test lint matrix package clean
+.PHONY: demo test lint docs matrix package clean
 
 demo: $(VENV)/.demo-installed
 	$(BIN)/python manage.py migrate --verbosity 0
@@ -23,6 +23,13 @@ lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The documentation site, into docs/_build/html, read afresh (-E) so no
+# page escapes the checks. Warnings are errors, and
+# nitpicky: a broken link, anchor or cross-reference fails the build.
+docs: $(VENV)/.demo-installed
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	$(BIN)/python -m sphinx -E -W --keep-going -n -q -b html docs docs/_build/html
 
 # Every supported Django on every Python it supports, on every database.
 matrix:

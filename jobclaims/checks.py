@@ -25,6 +25,7 @@ from django.utils import timezone
 from jobclaims import charsets, conf
 from jobclaims.clock import lease_end_sql
 from jobclaims.conf import jobclaims_settings
+from jobclaims.documentation import page
 from jobclaims.models import JobRun, JobSkip
 
 TAG = "jobclaims"
@@ -49,6 +50,7 @@ def register_checks() -> None:
     register(TAG)(check_settings)
     register(TAG)(check_use_tz)
     register(TAG)(check_claims_database_is_the_primary)
+    register(TAG)(check_claims_tables_can_be_migrated)
     register(TAG)(check_row_locks)
     register(TAG)(check_claims_database_backend)
     register(TAG)(check_schedules)
@@ -65,7 +67,7 @@ def check_settings(
     return [
         Error(
             problem,
-            hint="Fix JOBCLAIMS in your settings; docs/settings.md lists every key.",
+            hint=f"Fix JOBCLAIMS in your settings; {page('settings')} lists every key.",
             id="jobclaims.E003",
         )
         for problem in conf.problems()
@@ -82,7 +84,7 @@ def check_use_tz(
         Error(
             "USE_TZ is False: jobclaims stores and compares claim times in UTC "
             "by the database's clock, which needs timezone-aware datetimes.",
-            hint="Set USE_TZ = True (Django's default).",
+            hint=f"Set USE_TZ = True (Django's default). {_see('jobclaims-e001-use-tz-is-off')}",
             id="jobclaims.E001",
         )
     ]
@@ -95,41 +97,63 @@ def check_claims_database_is_the_primary(
 
     A replica lags its primary, so two instances that each read the replica
     can both see a window as free; and a read-only one refuses the write.
+
+    Only where claims go matters. ``JOBCLAIMS["DATABASE"]`` wins over the
+    router, and jobclaims reads claims back from the alias it writes them to
+    (jobs, the admin, the operator commands), so a router that sends other
+    writes of ``JobRun`` elsewhere is no error.
     """
     if not _concerns_jobclaims(app_configs) or conf.problems():
         return []
-    routed = router.db_for_write(JobRun)
-    configured = jobclaims_settings.database
-    if configured is not None and routed != configured:
-        return [
-            Error(
-                f"JOBCLAIMS['DATABASE'] is {configured!r}, but the database router "
-                f"sends writes of jobclaims.JobRun to {routed!r}, so the admin and "
-                "the operator commands would not see the claims.",
-                hint=(
-                    f"Make your router's db_for_write() return {configured!r} for "
-                    f"models of the 'jobclaims' app, or set JOBCLAIMS['DATABASE'] "
-                    f"to {routed!r}."
-                ),
-                id="jobclaims.E002",
-            )
-        ]
-    alias = configured or routed
+    alias = jobclaims_settings.claims_database(JobRun)
     mirrored = connections[alias].settings_dict.get("TEST", {}).get("MIRROR")
-    if mirrored:
-        return [
-            Error(
-                f"Claims are written to the {alias!r} database, which is a replica "
-                f"of {mirrored!r} (its TEST['MIRROR']); a replica's lag would let "
-                "two instances claim the same window.",
-                hint=(
-                    f"Route writes of the 'jobclaims' app to the primary, {mirrored!r}, "
-                    f"or set JOBCLAIMS['DATABASE'] = {mirrored!r}."
-                ),
-                id="jobclaims.E002",
-            )
-        ]
-    return []
+    if not mirrored:
+        return []
+    return [
+        Error(
+            f"Claims are written to the {alias!r} database, which is a replica "
+            f"of {mirrored!r} (its TEST['MIRROR']); a replica's lag would let "
+            "two instances claim the same window.",
+            hint=(
+                f"Route writes of the 'jobclaims' app to the primary, {mirrored!r}, "
+                f"or set JOBCLAIMS['DATABASE'] = {mirrored!r}. "
+                + _see("jobclaims-e002-claims-would-go-to-a-replica")
+            ),
+            id="jobclaims.E002",
+        )
+    ]
+
+
+def check_claims_tables_can_be_migrated(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.E006: ``migrate`` must be allowed to create the claims tables
+    where claims are written.
+
+    A router whose ``allow_migrate()`` refuses the 'jobclaims' app on the
+    claims database makes ``migrate jobclaims --database ALIAS`` do nothing
+    there, without a word, and every job then fails on a missing table.
+    """
+    if not _concerns_jobclaims(app_configs) or conf.problems():
+        return []
+    alias = jobclaims_settings.claims_database(JobRun)
+    if router.allow_migrate_model(alias, JobRun):
+        return []
+    return [
+        Error(
+            f"Claims are written to the {alias!r} database, but the database "
+            f"router's allow_migrate() refuses the 'jobclaims' app there, so "
+            f"'manage.py migrate jobclaims --database {alias}' would not create "
+            "the claims tables.",
+            hint=(
+                f"Make your router's allow_migrate() return True for app_label "
+                f"'jobclaims' on {alias!r}, or set JOBCLAIMS['DATABASE'] to a "
+                "database it migrates. "
+                + _see("jobclaims-e006-migrate-would-not-create-the-claims-tables")
+            ),
+            id="jobclaims.E006",
+        )
+    ]
 
 
 def check_row_locks(
@@ -155,7 +179,8 @@ def check_row_locks(
         Warning(
             f"The {alias!r} database, which claims are written to, cannot lock "
             "rows: claims keep a job to one run only among processes on one host.",
-            hint=_file_lock_hint(alias),
+            hint=f"{_file_lock_hint(alias)} "
+            + _see("jobclaims-w001-the-database-cannot-lock-rows"),
             id="jobclaims.W001",
         )
     ]
@@ -175,7 +200,8 @@ def check_claims_database_backend(
             Error(
                 f"Claims are written to the {alias!r} database, and {unsupported}",
                 hint="Keep claims in PostgreSQL, MariaDB/MySQL or SQLite, and set "
-                "JOBCLAIMS['DATABASE'] to its alias.",
+                "JOBCLAIMS['DATABASE'] to its alias. "
+                + _see("jobclaims-e004-a-database-jobclaims-has-no-sql-for"),
                 id="jobclaims.E004",
             )
         ]
@@ -198,8 +224,8 @@ def check_schedules(
     return [
         Error(
             problem,
-            hint="Fix the job's schedule, window or misfire attributes; see "
-            "README.md, Schedules of their own.",
+            hint="Fix the job's schedule, window or misfire attributes. "
+            + _see("jobclaims-e005-a-schedule-that-cannot-work"),
             id="jobclaims.E005",
         )
         for command in scheduled_commands().values()
@@ -235,7 +261,8 @@ def check_time_zone_tables(
             hint=(
                 "Load the tables into the server: mariadb-tzinfo-to-sql /usr/share/zoneinfo "
                 "| mariadb -u root mysql (on MySQL, mysql_tzinfo_to_sql and mysql); "
-                "or set TIME_ZONE = 'UTC'."
+                "or set TIME_ZONE = 'UTC'. "
+                + _see("jobclaims-w002-no-time-zone-tables-for-the-admin-s-dates")
             ),
             id="jobclaims.W002",
         )
@@ -269,7 +296,8 @@ def check_column_charsets(
             f"In the {alias!r} database, some claims columns lose characters of 4 bytes "
             f"(emoji, and others beyond the Basic Multilingual Plane): {columns}. A claim "
             "whose job or window has one is refused.",
-            hint=f"Convert the tables: {conversions}.",
+            hint=f"Convert the tables: {conversions}. "
+            + _see("jobclaims-w003-columns-that-lose-characters-of-4-bytes"),
             id="jobclaims.W003",
         )
     ]
@@ -310,6 +338,11 @@ def _file_lock_hint(alias: str) -> str:
     if advice:
         return f"{multi_host}; and set " + " and ".join(advice) + "."
     return f'{multi_host}. Silence this with SILENCED_SYSTEM_CHECKS = ["jobclaims.W001"].'
+
+
+def _see(anchor: str) -> str:
+    """Where the checks page explains a check: its hint's last sentence."""
+    return f"See {page('checks', anchor)}."
 
 
 def _concerns_jobclaims(app_configs: Sequence[AppConfig] | None) -> bool:

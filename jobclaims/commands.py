@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Q
 from django.utils import timezone
@@ -77,7 +77,7 @@ class JobCommand(BaseCommand):
     #: Stop renewing the lease this long after the claim, so a run that hangs
     #: loses its window to the next instance; None: renew for as long as it runs.
     max_run_time: datetime.timedelta | None = None
-    #: A cron expression in TIME_ZONE ("5 2 * * *"): each fire time is a
+    #: A cron expression in TIME_ZONE (``"5 2 * * *"``): each fire time is a
     #: window, and ``jobclaims_scheduler`` starts the job at each. None: the
     #: job is started by your own cron, and ``window`` cuts its windows.
     schedule: str | None = None
@@ -264,9 +264,12 @@ class JobCommand(BaseCommand):
         executor = MigrationExecutor(connection)
         leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "jobclaims"]
         if executor.migration_plan(leaves):
+            migrate = "manage.py migrate jobclaims"
+            if connection.alias != DEFAULT_DB_ALIAS:
+                migrate += f" --database {connection.alias}"
             raise CommandError(
                 f"jobclaims migrations are not applied to the {connection.alias!r} "
-                "database; run: manage.py migrate jobclaims"
+                f"database; run: {migrate}"
             )
 
     def _run(

@@ -26,3 +26,14 @@ class WritesToReplicaRouter(ReadReplicaRouter):
 
     def db_for_write(self, model: type, **hints: Any) -> str:
         return "replica"
+
+
+class ClaimsApartRouter(ReadReplicaRouter):
+    """Claims in a database of their own, "replica" here (the tests make it
+    no mirror): the jobclaims app is written and migrated there."""
+
+    def db_for_write(self, model: type, **hints: Any) -> str:
+        return "replica" if model._meta.app_label == "jobclaims" else "default"  # type: ignore[attr-defined]
+
+    def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool:
+        return db == ("replica" if app_label == "jobclaims" else "default")

@@ -12,6 +12,8 @@ from django.db import connection, connections
 from django.test import override_settings
 
 from jobclaims import checks
+from jobclaims.models import JobRun
+from jobclaims.testing import assert_ran_once
 from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger
 
 REPLICA_WRITES = override_settings(DATABASE_ROUTERS=["tests.routers.WritesToReplicaRouter"])
@@ -50,7 +52,7 @@ def test_a_lease_given_as_a_number_is_error_e003_asking_for_a_timedelta():
     assert error.msg == (
         "JOBCLAIMS['DEFAULT_LEASE'] must be a positive datetime.timedelta, not 600"
     )
-    assert "docs/settings.md" in hint(error)
+    assert "https://jobclaims.readthedocs.io/en/stable/settings.html lists every key" in hint(error)
 
 
 @override_settings(JOBCLAIMS={"DEFAULT_LEASE": datetime.timedelta(days=367)})
@@ -93,7 +95,7 @@ def test_a_jobclaims_setting_that_is_not_a_dict_is_error_e003():
 def test_use_tz_off_is_error_e001():
     [error] = checks.check_use_tz()
     assert error.id == "jobclaims.E001"
-    assert hint(error) == "Set USE_TZ = True (Django's default)."
+    assert hint(error).startswith("Set USE_TZ = True (Django's default). See https://")
 
 
 def test_use_tz_on_passes():
@@ -121,12 +123,59 @@ def test_claims_a_router_sends_to_a_replica_are_error_e002():
     assert "JOBCLAIMS['DATABASE'] = 'default'" in hint(error)
 
 
+@pytest.fixture
+def a_second_database(monkeypatch):
+    """ "replica" as a database of its own, not a mirror of "default"."""
+    monkeypatch.setitem(connections["replica"].settings_dict, "TEST", {})
+
+
+def claims_database_checks() -> list[CheckMessage]:
+    return [
+        *checks.check_claims_database_is_the_primary(),
+        *checks.check_claims_tables_can_be_migrated(),
+    ]
+
+
 @override_settings(JOBCLAIMS={"DATABASE": "replica"})
-def test_a_claims_database_the_router_does_not_write_job_runs_to_is_error_e002():
-    [error] = checks.check_claims_database_is_the_primary()
-    assert error.id == "jobclaims.E002"
-    assert "sends writes of jobclaims.JobRun to 'default'" in error.msg
-    assert "db_for_write() return 'replica'" in hint(error)
+def test_a_claims_database_set_without_a_router_passes(a_second_database):
+    assert claims_database_checks() == []
+
+
+@override_settings(
+    JOBCLAIMS={"DATABASE": "replica"},
+    DATABASE_ROUTERS=["tests.routers.ClaimsApartRouter"],
+)
+def test_a_claims_database_set_where_the_router_sends_and_migrates_job_runs_passes(
+    a_second_database,
+):
+    assert claims_database_checks() == []
+
+
+@PRIMARY_WRITES
+@override_settings(JOBCLAIMS={"DATABASE": "replica"})
+def test_a_claims_database_set_apart_from_the_routers_writes_passes_e002(a_second_database):
+    # jobclaims reads claims back from JOBCLAIMS["DATABASE"] too: no split.
+    assert checks.check_claims_database_is_the_primary() == []
+
+
+@PRIMARY_WRITES
+@override_settings(JOBCLAIMS={"DATABASE": "replica"})
+def test_a_claims_database_the_router_will_not_migrate_jobclaims_on_is_error_e006(
+    a_second_database,
+):
+    [error] = checks.check_claims_tables_can_be_migrated()
+    assert error.id == "jobclaims.E006"
+    assert "'manage.py migrate jobclaims --database replica' would not create" in error.msg
+    assert "allow_migrate() return True for app_label 'jobclaims' on 'replica'" in hint(error)
+
+
+def test_jobs_with_claims_on_the_jobclaims_database_and_no_router_run_once(race_command):
+    # Real processes: a job's command runs the system checks before it claims.
+    results = race_command(
+        "charge_ledger", "--window", "2026-11-29T10:00", env={"TESTS_CLAIMS_ALIAS": "claims"}
+    )
+    assert_ran_once(results)
+    assert JobRun.objects.get().job == "charge_ledger"
 
 
 @REPLICA_WRITES

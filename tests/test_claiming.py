@@ -77,6 +77,7 @@ def test_a_lease_out_of_bounds_is_refused_before_anything_is_written(lease, mess
     ("options", "message"),
     [
         ({"lease": datetime.timedelta(days=400)}, "longer than the 366 days"),
+        ({"lease": datetime.timedelta(0)}, "lease must be a positive datetime.timedelta"),
         ({"window": datetime.timedelta(milliseconds=10)}, "whole number of seconds"),
     ],
 )

@@ -215,6 +215,22 @@ def test_a_database_without_the_jobclaims_tables_names_the_migrate_command():
     assert not Charge.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True, databases=["default", "replica"])
+@override_settings(JOBCLAIMS={"DATABASE": "replica"})
+def test_the_migrate_command_named_for_claims_kept_elsewhere_names_their_database():
+    # "replica" is the test database under another alias: unmigrating one unmigrates both.
+    call_command("migrate", "jobclaims", "zero", verbosity=0)
+    try:
+        _, err, status = run_command("charge_ledger", "--window", WINDOW)
+    finally:
+        call_command("migrate", "jobclaims", verbosity=0)
+    assert status == 1
+    assert (
+        "not applied to the 'replica' database; run: manage.py migrate jobclaims --database replica"
+        in err
+    )
+
+
 class SubSecondWindow(JobCommand):
     window = datetime.timedelta(seconds=1.5)
 

@@ -1,0 +1,248 @@
+"""The documentation the code sends users to exists, and says what the tests prove.
+
+The wheel ships no docs/ folder: messages name pages of the site built from
+it, through ``jobclaims.documentation.page()``. Every call is found in the
+source, so a renamed page or heading fails here, not in a user's terminal.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from difflib import SequenceMatcher
+from io import StringIO
+from pathlib import Path
+
+import pytest
+
+from jobclaims import documentation
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+SOURCES = sorted((ROOT / "jobclaims").rglob("*.py"))
+
+
+def anchors(markdown: Path) -> set[str]:
+    """The anchors the site gives the page's headings (docutils' ids)."""
+    text = re.sub(r"^```.*?^```", "", markdown.read_text(), flags=re.M | re.S)
+    headings = re.findall(r"^#{1,6} (.+)$", text, flags=re.M)
+    return {re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-") for heading in headings}
+
+
+def page_calls() -> list[tuple[str, ast.Call]]:
+    """Every call of ``page()`` in the package but ``checks._see()``'s: (where, call)."""
+    found = []
+    for source in SOURCES:
+        tree = ast.parse(source.read_text())
+        see = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef) and node.name == "_see"
+        ]
+        inside_see = {id(node) for function in see for node in ast.walk(function)}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and id(node) not in inside_see
+                and (
+                    (isinstance(node.func, ast.Name) and node.func.id == "page")
+                    or (isinstance(node.func, ast.Attribute) and node.func.attr == "page")
+                )
+            ):
+                found.append((f"{source.relative_to(ROOT)}:{node.lineno}", node))
+    return found
+
+
+def literal(call: ast.Call) -> tuple[str, str]:
+    """``page()``'s path and anchor, which must be written out."""
+    values = [str(arg.value) for arg in call.args if isinstance(arg, ast.Constant)]
+    assert len(values) == len(call.args), "give page() literal arguments"
+    return values[0], (values[1:] or [""])[0]
+
+
+def see_anchors() -> list[str]:
+    """The anchors checks.py passes to ``_see()``, which names the checks page."""
+    tree = ast.parse((ROOT / "jobclaims" / "checks.py").read_text())
+    return [
+        str(node.args[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "_see"
+        and isinstance(node.args[0], ast.Constant)
+    ]
+
+
+def test_the_code_names_pages_through_page_with_literal_arguments():
+    calls = page_calls()
+    assert calls, "page() is no longer found: update this test"
+    for where, call in calls:
+        assert all(isinstance(arg, ast.Constant) for arg in call.args), (
+            f"{where}: give page() literal arguments, so this test can check them"
+        )
+
+
+@pytest.mark.parametrize(
+    ("where", "path", "anchor"),
+    [(where, *literal(call)) for where, call in page_calls()]
+    + [("jobclaims/checks.py _see()", "checks", anchor) for anchor in see_anchors()],
+)
+def test_every_page_and_heading_the_code_names_exists(where, path, anchor):
+    markdown = DOCS / f"{path}.md"
+    assert markdown.is_file(), f"{where} names {documentation.page(path)}: no {markdown}"
+    if anchor:
+        assert anchor in anchors(markdown), f"{where}: docs/{path}.md has no heading #{anchor}"
+
+
+def test_every_check_hint_names_its_section_of_the_checks_page():
+    checks_source = (ROOT / "jobclaims" / "checks.py").read_text()
+    ids = sorted(set(re.findall(r'id="jobclaims\.([EW]\d{3})"', checks_source)))
+    named = {anchor.split("-")[1].upper() for anchor in see_anchors()}
+    assert set(ids) - {"E003"} <= named  # E003 names the settings page instead.
+
+
+def test_no_message_points_to_a_file_the_wheel_does_not_ship():
+    for source in SOURCES:
+        tree = ast.parse(source.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+            ):
+                assert not re.search(r"docs/\w|README\.md", node.value), (
+                    f"{source.relative_to(ROOT)}:{node.lineno} points to {node.value!r}; "
+                    "name a page of the site with jobclaims.documentation.page()"
+                )
+
+
+def table_rows(markdown: Path, first_header: str) -> list[list[str]]:
+    """The cells of the markdown table whose header starts with ``first_header``."""
+    rows, inside = [], False
+    for line in markdown.read_text().splitlines():
+        if line.startswith(f"| {first_header} |"):
+            inside = True
+        elif inside and line.startswith("| ---"):
+            continue
+        elif inside and line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+        elif inside:
+            break
+    return rows
+
+
+def source_of_test(node: str) -> str:
+    """The source of the test ``file.py::name`` in tests/, decorators included."""
+    file, _, name = node.partition("::")
+    path = ROOT / "tests" / file
+    assert path.is_file(), f"docs/bad-input.md names {node}: no tests/{file}"
+    lines = path.read_text().splitlines()
+    for function in ast.parse(path.read_text()).body:
+        if isinstance(function, ast.FunctionDef) and function.name == name:
+            start = min([function.lineno, *(d.lineno for d in function.decorator_list)])
+            return "\n".join(lines[start - 1 : function.end_lineno])
+    raise AssertionError(f"docs/bad-input.md names {node}, which tests/{file} does not define")
+
+
+def messages(quoted: str) -> list[str]:
+    """The messages a cell quotes: code spans, split where "…" elides or " / "
+    separates two; short spans (a check's id, a command) are left out."""
+    return [
+        piece.strip()
+        for span in re.findall(r"`([^`]+)`", quoted)
+        for piece in re.split(r"…| / ", span)
+        if len(piece.strip()) >= 16
+    ]
+
+
+def longest_shared(piece: str, text: str) -> int:
+    return SequenceMatcher(None, piece, text, autojunk=False).find_longest_match().size
+
+
+@functools.cache
+def package_strings() -> str:
+    """Every string literal in the package, f-strings' literal parts included."""
+    return "\n".join(
+        node.value
+        for source in SOURCES
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    )
+
+
+BAD_INPUT = table_rows(DOCS / "bad-input.md", "input")
+
+
+@pytest.mark.parametrize("row", BAD_INPUT, ids=[row[0][:40] for row in BAD_INPUT])
+def test_each_bad_input_row_names_tests_that_check_its_message(row):
+    _input, _where, error, proved_by = row
+    nodes = re.findall(r"`([\w/.]+::\w+)`", proved_by)
+    assert nodes, f"the row for {row[0]} names no test"
+    tests = "\n".join(source_of_test(node).replace("\\", "") for node in nodes)
+    quoted = messages(error)
+    assert any(longest_shared(message, tests) >= 16 for message in quoted), (
+        f"none of {nodes} checks a message the row for {row[0]} quotes"
+    )
+    code = package_strings()
+    for message in quoted:
+        # 14 characters in a row: messages fill values in every few words.
+        assert longest_shared(message, code) >= 14, (
+            f"the row for {row[0]} quotes {message!r}, which jobclaims no longer says"
+        )
+
+
+def test_the_bad_input_table_was_read():
+    assert len(BAD_INPUT) >= 30
+
+
+def test_the_settings_page_lists_every_key_with_its_default():
+    import datetime
+
+    from jobclaims.conf import SETTINGS
+
+    rows = table_rows(DOCS / "settings.md", "key")
+    documented = {
+        row[0].strip("`"): eval(row[1].strip("`"), {"timedelta": datetime.timedelta})
+        for row in rows
+    }
+    assert documented == {key: setting.default for key, setting in SETTINGS.items()}
+
+
+def test_the_checks_page_lists_and_explains_every_check():
+    registered = set(
+        re.findall(r'id="(jobclaims\.[EW]\d{3})"', (ROOT / "jobclaims" / "checks.py").read_text())
+    )
+    listed = {row[0].strip("`") for row in table_rows(DOCS / "checks.md", "id")}
+    explained = {
+        f"jobclaims.{anchor.split('-')[1].upper()}"
+        for anchor in anchors(DOCS / "checks.md")
+        if anchor.startswith("jobclaims-")
+    }
+    assert registered == listed == explained
+
+
+@pytest.mark.django_db
+def test_jobclaims_status_json_has_the_documented_fields():
+    from django.core.management import call_command
+
+    from jobclaims.claiming import claim
+
+    with claim("sync_ledger", window="hourly", key="2026-11-29T10:00"):
+        pass
+    out = StringIO()
+    call_command("jobclaims_status", "--json", "--missed", stdout=out)
+    written = json.loads(out.getvalue())
+    page = (DOCS / "reference" / "commands.md").read_text()
+    [example] = re.findall(r"^```json\n(.*?)^```", page, flags=re.M | re.S)
+    documented = json.loads(example)
+    assert set(written) == set(documented)
+    assert set(written["claims"][0]) == set(documented["claims"][0])
