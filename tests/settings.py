@@ -115,6 +115,15 @@ STATIC_URL = "static/"
 # tests/test_checks.py runs jobs that write claims to JOBCLAIMS["DATABASE"],
 # a second alias (named by the variable) of the same database, with no
 # router: the setup the docs give for claims kept apart.
+# A raced process opens its parent's test databases (JOBCLAIMS_DATABASE_NAMES);
+# the parent has no such alias, so this one follows "default" there.
 if claims_alias := env("TESTS_CLAIMS_ALIAS", default=""):
-    DATABASES[claims_alias] = {**DATABASES["default"], "TEST": {}}
+    import json
+
+    names = json.loads(env("JOBCLAIMS_DATABASE_NAMES", default="{}"))
+    DATABASES[claims_alias] = {
+        **DATABASES["default"],
+        "NAME": names.get("default", DATABASES["default"]["NAME"]),
+        "TEST": {},
+    }
     JOBCLAIMS = {"DATABASE": claims_alias}
