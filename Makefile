@@ -1,11 +1,12 @@
-# The README's first two commands: `make demo` and `make test`.
-# Both create the virtual environment they need on a fresh machine.
+# The README's commands for trying jobclaims, `make demo` and `make test`, come
+# first among its console commands, and both create the virtual environment
+# they need on a fresh machine.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Each xdist worker gets its own test database.
-PYTEST_ARGS ?= -n auto
+# pytest's arguments (tox.ini's default: -n auto, a test database per xdist worker).
+PYTEST_ARGS ?=
 
 .PHONY: demo test lint docs matrix package clean
 
@@ -13,9 +14,10 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/python manage.py migrate --verbosity 0
 	$(BIN)/python manage.py demo
 
+# tox.ini's py-{sqlite,postgres,mariadb}: this Python, the newest Django it takes.
 test: $(VENV)/.test-installed
 	scripts/install-browser
-	scripts/test-databases $(BIN)/python $(PYTEST_ARGS)
+	TOX=$(BIN)/tox scripts/test-databases py $(PYTEST_ARGS)
 
 # ruff, then mypy with django-stubs, at the versions setup.cfg's lint extra pins.
 lint: $(VENV)/.test-installed
@@ -31,9 +33,10 @@ docs: $(VENV)/.demo-installed
 	$(BIN)/python -m pip install --quiet -e ".[docs]"
 	$(BIN)/python -m sphinx -E -W --keep-going -n -q -b html docs docs/_build/html
 
-# Every supported Django on every Python it supports, on every database.
-matrix:
-	scripts/test-django-matrix
+
+# tox.ini's env_list: every supported Django on every Python it supports.
+matrix: $(VENV)/.test-installed
+	TOX=$(BIN)/tox scripts/test-django-matrix
 
 # Build the sdist and wheel and run a job from the installed wheel.
 package:
@@ -47,7 +50,7 @@ $(VENV)/.demo-installed: setup.cfg
 
 $(VENV)/.test-installed: $(VENV)/.demo-installed setup.cfg
 	scripts/install-database-headers
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,tox]"
 	touch $@
 
 # What a claim costs beside the database's own floor, on each database that
@@ -57,4 +60,4 @@ bench: $(VENV)/.test-installed
 	benchmarks/run-databases $(BIN)/python $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .databases example_project/db.sqlite3 test-output
+	rm -rf $(VENV) .tox .databases example_project/db.sqlite3 test-output

@@ -17,16 +17,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import django
 
-if TYPE_CHECKING:
-    from benchmarks.timing import Samples
-
 #: Processes in the throughput step.
 THROUGHPUT_PROCESSES = 2
-#: (processes, rounds) of each race; each gets as many control rounds.
+#: (processes, rounds) of each race.
 RACES = ((2, 20), (8, 8), (32, 16))
 
 
@@ -86,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--contention-only",
         action="store_true",
-        help="Run only the floor, the uncontended claims the races are divided by, and the races.",
+        help="Run only the floor, the uncontended claims beside it, and the races.",
     )
     parser.add_argument(
         "--json", type=Path, help="Where to write the figures (test-output/bench-VENDOR.json)."
@@ -113,8 +110,7 @@ def _measure(connection: Any, options: argparse.Namespace) -> dict[str, Any]:
         results["contention"] = []
         for processes, rounds in RACES:
             with _step(steps, f"race of {processes}"):
-                race = contention.race(processes, rounds=rounds, controls=rounds)
-            results["contention"].append(_race_figures(race, results["uncontended"]))
+                results["contention"].append(contention.race(processes, rounds=rounds))
         if not options.contention_only:
             with _step(steps, "throughput"):
                 results["throughput"] = contention.throughput(
@@ -138,8 +134,6 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
         connection, claims, rounds=200, per_round=4, warmup=30, seconds=15
     )
     counts = uncontended.statements_per_cycle(connection, claims)
-    # Missing where the run queues could not be read.
-    queued = "queued" in timed.rounds["claim"]
     return {
         "floor": {
             "round_trip": timed.samples("round_trip", "statement").summary(),
@@ -150,53 +144,12 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
         },
         "uncontended": {
             "claim": timed.samples("claim", "claim").summary(),
-            "claim_queued": timed.samples("claim", "queued").summary() if queued else None,
-            "claim_excluding_queue": (
-                timed.samples("claim", "claim_excluding_queue").summary() if queued else None
-            ),
             "claim_and_release": timed.samples("claim", "cycle").summary(),
             "cpu": timed.samples("claim", "cpu").summary(),
             **counts,
             "ratio_to_floor": round(timed.ratio("claim", "floor"), 2),
         },
     }
-
-
-def _race_figures(race: dict[str, Any], uncontended: dict[str, Any]) -> dict[str, Any]:
-    wall = race.pop("losers"), race.pop("control"), uncontended["claim"]
-    unqueued = (
-        race.pop("losers_excluding_queue"),
-        race.pop("control_excluding_queue"),
-        uncontended["claim_excluding_queue"],
-    )
-    return {
-        **race,
-        **_losers(*wall, suffix=""),
-        **_losers(*unqueued, suffix="_excluding_queue"),
-    }
-
-
-def _losers(
-    losers: Samples | None, control: Samples | None, claim: dict[str, Any] | None, suffix: str
-) -> dict[str, Any]:
-    """The losers' and the control's latencies, over the uncontended claim's.
-
-    Measured one way (the wall clock, or without CPU queueing) throughout:
-    the losers, the control and the uncontended claim they are divided by.
-    All ``None`` where it could not be measured.
-    """
-    names = ["losers", "control", "loser_p50_ratio", "loser_p99_ratio", "loser_p99_to_control_p99"]
-    keys = [name + suffix for name in names]
-    if losers is None or control is None or claim is None:
-        return dict.fromkeys(keys)
-    figures = [
-        losers.summary(),
-        control.summary(),
-        _ratio(losers.median, claim["median_us"]),
-        _ratio(losers.p99, claim["median_us"]),
-        _ratio(losers.p99, control.p99),
-    ]
-    return dict(zip(keys, figures, strict=True))
 
 
 def _history(connection: Any, claims: Any, rows: int) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from django.conf import settings
 from django.db import connection
 
 from benchmarks.timing import Samples
-from benchmarks.uncontended import LEASE
 from benchmarks.worker import DATABASE_VARIABLE, PIPES_VARIABLE, READY
 from jobclaims.models import JobRun
 from jobclaims.testing import StartingLine
@@ -113,26 +112,17 @@ class Workers:
         return results, (perf_counter_ns() - start) / 1e9
 
 
-def race(processes: int, *, rounds: int, controls: int) -> dict[str, Any]:
+def race(processes: int, *, rounds: int) -> dict[str, Any]:
     """``processes`` workers claim one window at once, ``rounds`` times.
 
-    In the control rounds the same workers claim, at the same instant, a
-    window this process already holds: all of them are refused, by the same
-    read a late loser is refused by, and no winner's transaction is open
-    for them to wait on. Their latency is what the load of ``processes``
-    simultaneous claims costs on this machine; losers slower than that
-    waited for something else: the winner.
-
-    Each latency is also given without the time the claim's threads spent
-    queued for a CPU (``None`` where a worker could not read it): on a
-    machine with fewer CPUs than workers, that is the part of the latency
-    the load causes, and what is left is the claim's own work and waits.
+    Each round must have exactly one winner. The losers say which
+    statements they sent and how long each took: a loser must wait for the
+    winner's commit before it may skip, and the statement times show where.
     """
     winners: list[int] = []
     losers: list[dict[str, Any]] = []
     paths: Counter[str] = Counter()
-    control: list[dict[str, Any]] = []
-    with Workers(processes, rounds + controls) as workers:
+    with Workers(processes, rounds) as workers:
         for number in range(rounds):
             window = f"race-{processes}-{number}"
             order = {"kind": "claim", "args": {"job": "race", "window": window}}
@@ -143,33 +133,13 @@ def race(processes: int, *, rounds: int, controls: int) -> dict[str, Any]:
                     losers.append(result)
                     paths[" ".join(verb for verb, *_ in result["sent"])] += 1
             _release_round(window)
-        for number in range(controls):
-            window = f"control-{processes}-{number}"
-            held = JobRun.objects.claim("race", window, lease=LEASE)
-            order = {"kind": "claim", "args": {"job": "race", "window": window}}
-            results, _ = workers.run_round([order] * processes)
-            if held is None or any(result["won"] for result in results):
-                raise RuntimeError(f"a claim of the held window {window} was granted")
-            control += results
-            held.release()
     return {
         "processes": processes,
         "rounds": rounds,
         "winners_per_round": winners,
-        "losers": Samples.of_nanoseconds([loser["ns"] for loser in losers]),
-        "losers_excluding_queue": _excluding_queue(losers),
         "loser_statements": dict(paths.most_common()),
         "statement_times": _statement_times(losers),
-        "control": Samples.of_nanoseconds([result["ns"] for result in control]),
-        "control_excluding_queue": _excluding_queue(control),
     }
-
-
-def _excluding_queue(results: list[dict[str, Any]]) -> Samples | None:
-    """The claims' latencies less their threads' run-queue waits, if all are known."""
-    if any(result["unqueued_ns"] is None for result in results):
-        return None
-    return Samples.of_nanoseconds([result["unqueued_ns"] for result in results])
 
 
 def _statement_times(losers: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 _RAW_CLAIM = {
@@ -62,8 +63,6 @@ def _uncontended(results: dict[str, Any]) -> list[str]:
         _row("raw claim + raw release (UPDATE)", floor["claim_and_release"]),
         "2. claim() + release(), one process, a new window each time",
         _row("claim()", claim["claim"]),
-        _row("claim(), excluding CPU queueing", claim["claim_excluding_queue"]),
-        _row("CPU queueing during claim(), client + server thread", claim["claim_queued"]),
         _row("claim() + release()", claim["claim_and_release"]),
         f"   SQL statements per cycle (CaptureQueriesContext): {claim['statements']}: "
         + " ".join(claim["sequence"]),
@@ -77,62 +76,43 @@ def _uncontended(results: dict[str, Any]) -> list[str]:
 def _contention(results: dict[str, Any]) -> list[str]:
     lines = [
         "3. Contention: K processes claim one window at the same instant",
-        f"   {'K':<4}{'winners/round':<15}{'':<14}{'loser p50 us':>13}{'loser p99 us':>14}"
-        f"{'p50/claim':>11}{'p99/claim':>11}{'control p99 us':>16}{'p99/control':>13}",
+        f"   {'K':>3}  {'rounds':>6}  winners per round",
     ]
     for race in results["contention"]:
-        winners = "/".join(map(str, sorted(set(race["winners_per_round"]))))
-        rounds = f"{winners} x{race['rounds']}"
-        lines.append(f"   {race['processes']:<4}{rounds:<15}" + _race_row("wall clock", race, ""))
-        lines.append(f"   {'':<19}" + _race_row("no CPU queue", race, "_excluding_queue"))
+        winners = Counter(race["winners_per_round"])
+        counts = ", ".join(f"{count} rounds: {number}" for number, count in sorted(winners.items()))
+        lines.append(f"   {race['processes']:>3}  {race['rounds']:>6}  {counts}")
     lines.append("   losers' statements (how many losers sent them):")
     for race in results["contention"]:
         paths = "; ".join(f"{path}: {count}" for path, count in race["loser_statements"].items())
         lines.append(f"     K={race['processes']}: {paths}")
     lines.append(
-        "   losers' statements by what each was for (count, median us, p99 us),"
-        " less CPU queueing where measured:"
+        "   losers' statements by what each was for (count, median us), less CPU queueing"
+        " where measured:"
     )
     roles = results["contention"][0]["statement_times"]
-    lines.append(f"     {'K':>3}  " + "".join(f"{role:<28}" for role in roles))
+    lines.append(f"     {'K':>3}  " + "".join(f"{role:<20}" for role in roles))
     for race in results["contention"]:
         times = race["statement_times"].values()
         cells = [time["excluding_queue"] or time["wall"] for time in times]
         lines.append(
-            f"     {race['processes']:>3}  " + "".join(f"{_brief(cell):<28}" for cell in cells)
+            f"     {race['processes']:>3}  " + "".join(f"{_brief(cell):<20}" for cell in cells)
         )
     lines.append(
         "   claim INSERT: refused by the winner's row, committed or not; read: the rows in the"
         " loser's way; skip INSERT: the record of its skip"
     )
     lines.append(
-        "   control: the same K processes released at once on a window already held"
-        " (all refused, no winner to wait for)"
-    )
-    lines.append(
-        "   no CPU queue: each claim less the time its client and server threads waited for"
-        " a CPU (/proc schedstat), over the uncontended claim measured the same way"
+        "   less CPU queueing: each statement less the time its client and server threads"
+        " waited for a CPU (/proc schedstat)"
     )
     return lines
-
-
-def _race_row(label: str, race: dict[str, Any], suffix: str) -> str:
-    """The race's losers measured one way: their latencies, and the ratios."""
-    losers, control = race["losers" + suffix], race["control" + suffix]
-    if losers is None:
-        return f"{label:<14}{'unavailable':>13}"
-    ratios = [race[name + suffix] for name in ("loser_p50_ratio", "loser_p99_ratio")]
-    return (
-        f"{label:<14}{losers['median_us']:>13,.0f}{losers['p99_us']:>14,.0f}"
-        f"{ratios[0]:>10.2f}x{ratios[1]:>10.2f}x"
-        f"{control['p99_us']:>16,.0f}{race['loser_p99_to_control_p99' + suffix]:>12.2f}x"
-    )
 
 
 def _brief(samples: dict[str, Any] | None) -> str:
     if samples is None:
         return "none"
-    return f"{samples['samples']}, {samples['median_us']:,.0f}, {samples['p99_us']:,.0f}"
+    return f"{samples['samples']}, {samples['median_us']:,.0f}"
 
 
 def _history(history: dict[str, Any]) -> list[str]:
@@ -189,8 +169,5 @@ def _targets(targets: list[dict[str, Any]]) -> list[str]:
     for target in targets:
         met = {True: "yes", False: "MISSED", None: "(not judged here)"}[target["met"]]
         figure = "unavailable" if target["figure"] is None else target["figure"]
-        beside = f" ({target['beside']})" if target["beside"] else ""
-        lines.append(
-            f"   {target['target']:<{width}}{figure:>12}  {target['wanted']:<11}{met}{beside}"
-        )
+        lines.append(f"   {target['target']:<{width}}{figure:>12}  {target['wanted']:<11}{met}")
     return lines

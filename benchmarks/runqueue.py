@@ -1,4 +1,4 @@
-"""A claim's time less the time its threads queued for a CPU.
+"""A statement's time less the time its threads queued for a CPU.
 
 With more busy processes than CPUs, a claim's wall-clock time includes time
 its threads were ready to run but queued for a CPU, whatever the database

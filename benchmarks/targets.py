@@ -28,8 +28,6 @@ class Target:
     met: Callable[[float | int], bool]
     #: Stated for a history of HISTORY_ROWS: a smaller run does not judge it.
     needs_full_history: bool = False
-    #: A related figure shown beside this one, not judged.
-    beside: Callable[[dict[str, Any]], str] | None = None
 
 
 TARGETS = (
@@ -58,18 +56,6 @@ TARGETS = (
             winners != 1 for race in results["contention"] for winners in race["winners_per_round"]
         ),
         lambda count: count == 0,
-    ),
-    # Judged without CPU queueing, which on a machine with fewer CPUs than
-    # contenders slows every claim, won or lost; waits for the winner's
-    # locks stay in. The wall-clock ratio is shown beside it.
-    Target(
-        "loser p99 at K = 32 / uncontended claim, excluding CPU queueing",
-        "contention",
-        "<= 2x",
-        ("postgresql", "mysql", "sqlite"),
-        lambda results: results["contention"][-1]["loser_p99_ratio_excluding_queue"],
-        lambda ratio: ratio <= 2,
-        beside=lambda results: f"wall clock: {results['contention'][-1]['loser_p99_ratio']}x",
     ),
     Target(
         f"claim + release at {HISTORY_ROWS:,} rows / at 0",
@@ -123,7 +109,6 @@ def check(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "wanted": target.wanted,
                 "figure": figure,
                 "met": target.met(figure) if applies and figure is not None else None,
-                "beside": target.beside(results) if target.beside else None,
             }
         )
     return checked

@@ -11,7 +11,6 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
 from benchmarks.floor import RawCycles
-from benchmarks.runqueue import RunQueue
 from benchmarks.timing import Timings, interleaved, round_trips, verb
 from jobclaims.models import JobRun
 
@@ -28,36 +27,26 @@ class ClaimCycles:
     claim per tick, on a window nobody has claimed yet. Each cycle reports
     its wall-clock time and the CPU time this process spent in it: the
     client's own work, which a busy machine stretches in wall-clock time.
-    Where the run queues can be read, it also reports how long the claim's
-    two threads waited for a CPU, and the claim's time without that wait:
-    the races' losers are compared with it, measured the same way. (The
-    readings add a few microseconds to the claim's time.)
     """
 
     def __init__(self, job: str):
-        from django.db import connection  # The one claim() runs on.
-
         self.job = job
-        self._queue = RunQueue(connection)
 
     def claim_and_release(self) -> dict[str, int]:
         window = f"w-{next(_windows)}"
         cpu = thread_time_ns()
-        with self._queue.timed() as claim:
-            run = JobRun.objects.claim(self.job, window, lease=LEASE)
+        start = perf_counter_ns()
+        run = JobRun.objects.claim(self.job, window, lease=LEASE)
+        claimed = perf_counter_ns()
         if run is None:
             raise RuntimeError(f"the claim of the new window {window} was refused")
         if not run.release():
             raise RuntimeError(f"the release of {run} changed no row")
-        took = {
-            "claim": claim.wall,
-            "cycle": perf_counter_ns() - claim.start,
+        return {
+            "claim": claimed - start,
+            "cycle": perf_counter_ns() - start,
             "cpu": thread_time_ns() - cpu,
         }
-        if claim.excluding_queue is not None:
-            took["queued"] = claim.wall - claim.excluding_queue
-            took["claim_excluding_queue"] = claim.excluding_queue
-        return took
 
 
 def claim_against_floor(

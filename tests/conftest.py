@@ -1,20 +1,11 @@
 from __future__ import annotations
 
-from io import StringIO
+from typing import TYPE_CHECKING
 
 import pytest
-from django.core.management import CommandError, call_command
 
-
-def run_command(name: str, *args: str) -> tuple[str, str, int]:
-    """Run a management command in this process: (stdout, stderr, exit status)."""
-    out, err = StringIO(), StringIO()
-    try:
-        call_command(name, *args, stdout=out, stderr=err)
-    except CommandError as error:
-        err.write(str(error))
-        return out.getvalue(), err.getvalue(), 1
-    return out.getvalue(), err.getvalue(), 0
+if TYPE_CHECKING:
+    from jobclaims.models import JobRun
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +27,15 @@ def vendor() -> str:
     from django.db import connection
 
     return connection.vendor
+
+
+@pytest.fixture
+def one_of_each() -> dict[str, JobRun]:
+    """A claim of charge_invoices in each state, one window apiece."""
+    from jobclaims.states import State
+    from tests.factories import claim_in_state
+
+    return {
+        state: claim_in_state(state, window=f"2026-11-2{number}")
+        for number, state in enumerate(State)
+    }

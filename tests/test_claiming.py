@@ -10,7 +10,7 @@ from jobclaims.claiming import claim, claimed
 from jobclaims.exceptions import NotClaimed
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.testing import race
-from tests.test_concurrency import outcomes
+from tests.helpers import outcomes
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ from jobclaims import windows
 from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.models import JobRun, JobSkip
-from tests.conftest import run_command
+from tests.helpers import run_command
 from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger
 from tests.testapp.models import Charge
 

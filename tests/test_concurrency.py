@@ -10,32 +10,18 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections import Counter
-from collections.abc import Callable
 
 import pytest
 
 from jobclaims.models import JobRun
 from jobclaims.testing import Instance, StartingLine, race, start
 from tests.factories import stored_with_skips
+from tests.helpers import outcomes, wait_until
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WINDOW = "2026-11-29T10:00+00:00"
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    """Poll the database until ``condition`` holds (a wait, not a barrier)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def outcomes(results) -> Counter:
-    return Counter(result.outcome for result in results)
 
 
 @pytest.mark.parametrize("trial", range(30))

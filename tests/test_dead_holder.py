@@ -22,8 +22,8 @@ from jobclaims.models import JobRun
 from jobclaims.states import State
 from jobclaims.testing import race, start
 from tests.factories import claim_in_state
+from tests.helpers import wait_until
 from tests.racers import Racers
-from tests.test_concurrency import wait_until
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ from jobclaims.clock import database_now
 from jobclaims.models import JobRun
 from jobclaims.testing import Instance, StartingLine, race, start
 from jobclaims.windows import resolve
-from tests.test_concurrency import outcomes, wait_until
+from tests.helpers import outcomes, wait_until
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,7 +20,6 @@ import datetime
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -30,7 +29,7 @@ from django.db import connection
 
 from jobclaims.models import JobRun
 from jobclaims.testing import Instance, InstanceResult, StartingLine
-from tests.clusters import cluster_setting
+from tests.helpers import cluster_setting, wait_until
 from tests.racers import Racers
 from tests.testapp.models import Charge
 
@@ -158,19 +157,20 @@ def kill_holders(urls: list[str], held: list[str]) -> None:
         for holder in holders:
             holder.wait_ready()
         line.release()
-        wait_until(lambda: Charge.objects.filter(window__in=held).count() == len(held))
+        wait_until(
+            lambda: Charge.objects.filter(window__in=held).count() == len(held),
+            "the holders to charge",
+            timeout=60,
+        )
     finally:
         for holder in holders:
             os.kill(holder.process.pid, signal.SIGKILL)
             holder.stop()
-    wait_until(lambda: JobRun.objects.expired().filter(window__in=held).count() == len(held))
-
-
-def wait_until(condition, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
+    wait_until(
+        lambda: JobRun.objects.expired().filter(window__in=held).count() == len(held),
+        "the killed holders' leases to run out",
+        timeout=60,
+    )
 
 
 def test_an_instance_on_a_node_cut_off_from_the_cluster_does_not_run_and_says_why(node_urls):
@@ -179,11 +179,11 @@ def test_an_instance_on_a_node_cut_off_from_the_cluster_does_not_run_and_says_wh
     isolated = on_nodes(node_urls)[2]
     try:
         isolate(node_urls[2], True)
-        wait_until(lambda: not in_primary_component(node_urls[2]))
+        wait_until(lambda: not in_primary_component(node_urls[2]), "the node to leave", timeout=60)
         [result] = race_on(isolated)
     finally:
         isolate(node_urls[2], False)
-        wait_until(lambda: synced(node_urls[2]))
+        wait_until(lambda: synced(node_urls[2]), "the node to rejoin", timeout=60)
     assert result.returncode == 1, result
     assert "Could not claim charge_ledger" in result.stderr
     assert "nothing ran" in result.stderr

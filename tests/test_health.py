@@ -13,7 +13,7 @@ from django.test import override_settings
 from jobclaims.clock import database_now
 from jobclaims.health import due_window, job_health
 from jobclaims.models import JobRun
-from tests.conftest import run_command
+from tests.helpers import run_command
 from tests.monitored import (
     DEAD,
     FAILING,

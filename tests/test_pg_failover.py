@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.db import connection
 
-from tests.clusters import cluster_setting
+from tests.helpers import cluster_setting
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "start-pg-replica"
 HOW = "start the pair with scripts/start-pg-replica and set it to the URLs that prints"

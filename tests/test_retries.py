@@ -19,8 +19,8 @@ from jobclaims import retries
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.sql import claim_statements
 from jobclaims.states import State
-from tests.conftest import run_command
 from tests.factories import claim_in_state
+from tests.helpers import run_command
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)

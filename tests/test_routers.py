@@ -18,7 +18,7 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
 from jobclaims.models import JobRun
-from tests.conftest import run_command
+from tests.helpers import run_command
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "replica"])
 

@@ -17,7 +17,7 @@ from jobclaims.models import JobRun, JobSkip
 from jobclaims.scheduler import Child, Scheduler, scheduled_jobs
 from jobclaims.schedules import JobSchedule
 from jobclaims.testing import start
-from tests.conftest import run_command
+from tests.helpers import run_command
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,7 +16,7 @@ from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.schedules import ON_TIME, CronSchedule, JobSchedule, Misfire, problems
-from tests.conftest import run_command
+from tests.helpers import run_command
 
 SECOND = datetime.timedelta(seconds=1)
 HOUR = datetime.timedelta(hours=1)

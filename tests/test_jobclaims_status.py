@@ -1,0 +1,143 @@
+"""jobclaims_status: the claims, their states, their skips and the missed windows."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+
+from jobclaims.claiming import claim
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun
+from jobclaims.states import State
+from jobclaims.windows import resolve
+from tests.factories import claim_in_state
+from tests.helpers import run_command, states_of
+
+pytestmark = pytest.mark.django_db
+
+DAY = datetime.timedelta(days=1)
+HOUR = datetime.timedelta(hours=1)
+LEASE = datetime.timedelta(minutes=5)
+
+
+def test_status_lists_each_claim_in_its_state_newest_first(one_of_each):
+    out, _, status = run_command("jobclaims_status")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["JOB", "WINDOW", "STATE", "TRY", "SKIPS", "END", "OWNER"]
+    states = [line.split()[2] for line in lines[1:5]]
+    assert states == ["active", "failed", "succeeded", "expired"]
+    assert lines[-1] == "1 active, 1 expired."
+
+
+def test_status_says_when_leases_end_and_runs_ended(one_of_each):
+    out, _, _ = run_command("jobclaims_status")
+    rows = {line.split()[2]: line for line in out.splitlines()[1:5]}
+    assert " in 9 min " in rows["active"] or " in 10 min " in rows["active"]
+    assert " 1 min ago " in rows["expired"]
+    assert " now " in rows["succeeded"] or " 1 s ago " in rows["succeeded"]
+
+
+def test_status_fits_an_80_column_terminal_however_long_the_names():
+    claim_in_state(State.ACTIVE, "j" * 200, "w" * 64, owner="h" * 200 + ":1:abcdef01")
+    claim_in_state(State.FAILED, "short", "2026-11-29")
+    out, _, _ = run_command("jobclaims_status")
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" in out
+    assert "short  " in out
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_status_filters_by_state(one_of_each, state):
+    out, _, _ = run_command("jobclaims_status", "--state", state.value, "--json")
+    claims = json.loads(out)["claims"]
+    assert [(claim["window"], claim["state"]) for claim in claims] == [
+        (one_of_each[state].window, state.value)
+    ]
+
+
+def test_status_filters_by_job(one_of_each):
+    claim_in_state(State.ACTIVE, "send_reminders")
+    assert states_of("send_reminders") == {"2026-11-29": "active"}
+
+
+def test_status_json_carries_every_field_a_script_needs(one_of_each):
+    out, _, _ = run_command("jobclaims_status", "--json")
+    document = json.loads(out)
+    assert datetime.datetime.fromisoformat(document["now"]).utcoffset() == datetime.timedelta(0)
+    failed = next(claim for claim in document["claims"] if claim["state"] == "failed")
+    assert set(failed) == {
+        "job",
+        "window",
+        "state",
+        "owner",
+        "attempt",
+        "skips",
+        "last_skipped_at",
+        "claimed_at",
+        "expires_at",
+        "finished_at",
+    }
+    assert failed["owner"] == one_of_each[State.FAILED].owner
+    assert datetime.datetime.fromisoformat(failed["finished_at"])
+
+
+def test_status_shows_the_newest_claims_up_to_the_limit_and_says_how_many_exist():
+    for day in range(1, 6):
+        claim_in_state(State.SUCCEEDED, window=f"2026-11-0{day}", age=(10 - day) * DAY)
+    out, _, _ = run_command("jobclaims_status", "--limit", "2")
+    assert [line.split()[1] for line in out.splitlines()[1:3]] == [
+        "2026-11-05",
+        "2026-11-04",
+    ]
+    assert "Newest 2 of 5 claims; --limit 0 shows all." in out
+    everything, _, _ = run_command("jobclaims_status", "--limit", "0", "--json")
+    assert len(json.loads(everything)["claims"]) == 5
+
+
+def test_status_with_no_claims_says_so():
+    out, _, status = run_command("jobclaims_status", "--job", "nothing_here")
+    assert (out.splitlines()[0], status) == ("No claims match.", 0)
+
+
+@pytest.mark.parametrize("arguments", [("--state", "stuck"), ("--limit", "-1")])
+def test_status_refuses_bad_options(arguments):
+    _, err, status = run_command("jobclaims_status", *arguments)
+    assert status == 1
+    assert "Error: argument" in err
+
+
+def test_status_counts_the_instances_that_skipped_each_claim():
+    run = JobRun.objects.claim("charge", "2026-11-29", lease=datetime.timedelta(minutes=5))
+    assert run is not None
+    for _ in range(3):
+        JobRun.objects.claim("charge", "2026-11-29", lease=datetime.timedelta(minutes=5))
+    out, _, _ = run_command("jobclaims_status", "--json")
+    [claim] = json.loads(out)["claims"]
+    assert claim["skips"] == 3
+    table, _, _ = run_command("jobclaims_status")
+    assert table.splitlines()[1].split()[:5] == ["charge", "2026-11-29", "active", "1", "3"]
+    assert run.release()
+
+
+def test_status_lists_the_windows_no_instance_claimed():
+    now = database_now()
+    hourly = resolve("hourly")
+    for hours_ago in (3, 0):
+        with claim("sync", window="hourly", key=hourly.key_at(now - hours_ago * HOUR)):
+            pass
+    JobRun.objects.filter(window=hourly.key_at(now - 3 * HOUR)).update(claimed_at=now - 3 * HOUR)
+    missed = [hourly.key_at(now - 2 * HOUR), hourly.key_at(now - HOUR)]
+    out, _, _ = run_command("jobclaims_status", "--missed")
+    assert f"sync: 2 missed windows: {', '.join(missed)}" in out
+    document, _, _ = run_command("jobclaims_status", "--json", "--missed", "--job", "sync")
+    assert json.loads(document)["missed_windows"] == {"sync": missed}
+
+
+def test_status_lists_no_missed_windows_for_a_schedule_that_names_no_window():
+    JobRun.objects.claim("flicker", "2026-11-29T10:00:00+00:00", lease=LEASE, schedule="0-second")
+    out, err, status = run_command("jobclaims_status", "--missed")
+    assert status == 0, err
+    assert "missed" not in out
