@@ -51,7 +51,7 @@ RECONNECT = 5.0
 #: The lease a scheduler claims a fire with; the job's process renews it to
 #: the job's own lease once it adopts the claim. A scheduler killed between
 #: the claim and the start holds the fire no longer than this.
-START_LEASE = datetime.timedelta(seconds=30)
+START_LEASE = datetime.timedelta(minutes=2)
 #: How long after a refusing holder's lease ends to look at its fire again.
 LOOK_AGAIN = datetime.timedelta(seconds=1)
 ON_A_DAY = datetime.timedelta(days=1)
