@@ -10,7 +10,6 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
-from django.db.models import Q
 from django.utils import timezone
 
 from jobclaims import checks, leases, retries, schedules, windows
@@ -19,6 +18,7 @@ from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
 from jobclaims.models import JobRun
+from jobclaims.states import Reason, Refusal
 from jobclaims.stopping import interrupting_on_stop_signals
 
 
@@ -131,7 +131,7 @@ class JobCommand(BaseCommand):
         window = self._window_key(options["window_key"])
         try:
             validate_max_run_time(self.max_run_time)
-            run = JobRun.objects.claim(
+            run = JobRun.objects.try_claim(
                 job,
                 window,
                 lease=lease,
@@ -154,9 +154,9 @@ class JobCommand(BaseCommand):
             raise
         # At -v 0 (cron) a skip says nothing and a run only what run_job()
         # says: cron mails any output, and stepping aside is normal.
-        if run is None:
+        if isinstance(run, Refusal):
             if options["verbosity"]:
-                self.stdout.write(self._skip_message(job, window))
+                self.stdout.write(_skip_message(run))
             return
         if options["verbosity"]:
             self.stdout.write(
@@ -225,30 +225,6 @@ class JobCommand(BaseCommand):
         except ValueError as error:
             raise CommandError(f"--window: {error}") from error
 
-    def _skip_message(self, job: str, window: str) -> str:
-        """Say why the claim was refused, from the rows that refused it."""
-        db = jobclaims_settings.claims_database(JobRun)
-        rows = JobRun.objects.using(db).filter(
-            Q(job=job, window=window) | Q(job=job, holds_job__isnull=False)
-        )
-        for run in sorted(rows, key=lambda run: run.window != window):
-            if run.window != window:
-                return (
-                    f"Skipped {job} {window}: the {run.window} run, held by "
-                    f"{run.owner} until {_local(run.expires_at)}, is still "
-                    "running; set allow_overlap = True to let windows overlap."
-                )
-            if run.status == JobRun.Status.SUCCEEDED:
-                return (
-                    f"Skipped {job} {window}: it already succeeded at "
-                    f"{_local(run.finished_at)}; pass --force to run it again."
-                )
-            if run.status == JobRun.Status.RUNNING:
-                return (
-                    f"Skipped {job} {window}: held by {run.owner} until {_local(run.expires_at)}."
-                )
-        return f"Skipped {job} {window}: another instance claimed it just now."
-
     def _explain_missing_migrations(self) -> None:
         """Turn the error of a database without jobclaims' tables into the fix."""
         connection = connections[jobclaims_settings.claims_database(JobRun)]
@@ -281,6 +257,25 @@ class JobCommand(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
 
 
+def _skip_message(refusal: Refusal) -> str:
+    """Say why the claim was refused, from the row that refused it."""
+    skipped = f"Skipped {refusal.job} {refusal.window}"
+    if refusal.owner is None:
+        return f"{skipped}: another instance claimed it just now."
+    if refusal.reason == Reason.OVERLAP:
+        return (
+            f"{skipped}: the {refusal.held_window} run, held by {refusal.owner} until "
+            f"{_local(refusal.expires_at)}, is still running; set allow_overlap = True "
+            "to let windows overlap."
+        )
+    if refusal.reason == Reason.SUCCEEDED:
+        return (
+            f"{skipped}: it already succeeded at {_local(refusal.finished_at)}; "
+            "pass --force to run it again."
+        )
+    return f"{skipped}: held by {refusal.owner} until {_local(refusal.expires_at)}."
+
+
 def _recorded(run: JobRun) -> str:
     """What an interrupted run's claim says now: release() sets its status."""
     if run.status == JobRun.Status.FAILED:
@@ -306,7 +301,7 @@ def adopt(job: str, window: str, token: str) -> JobRun | None:
         held = uuid.UUID(token)
     except ValueError:
         return None
-    held_run = JobRun.objects.using(db).active().filter(job=job, window=window, token=held)
+    held_run = JobRun.objects.active().filter(job=job, window=window, token=held)
     # Started in a crowd (every job due at one fire), the read may meet a
     # busy database: it asks for another try, as a claim would.
     return retries.retrying(connections[db], held_run.first)

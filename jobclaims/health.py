@@ -116,7 +116,7 @@ class JobHealth:
 
 def job_health(job: str | None = None) -> list[JobHealth]:
     """The health of ``job``, or of every job with a claim, by name."""
-    runs = JobRun.objects.using(jobclaims_settings.claims_database(JobRun))
+    runs = JobRun.objects.all()
     now = database_now(runs.db)
     if job is not None:
         jobs = [job]

@@ -35,11 +35,7 @@ def missed_windows(job: str) -> list[str]:
         # Each fire is a window: the schedule lists them, not a window name.
         db = jobclaims_settings.claims_database(JobRun)
         return overview(scheduled, database_now(db)).missed
-    runs = (
-        JobRun.objects.using(jobclaims_settings.claims_database(JobRun))
-        .filter(job=job)
-        .exclude(schedule="")
-    )
+    runs = JobRun.objects.filter(job=job).exclude(schedule="")
     oldest_first = runs.order_by("claimed_at")
     first = oldest_first.finished().first() or oldest_first.first()
     if first is None:
@@ -55,11 +51,7 @@ def missed_windows(job: str) -> list[str]:
     with suppress(OverflowError):  # A window so long that the look-back predates year 1.
         start = max(start, now - LOOK_BACK * window.longest)
     keys = window.keys_between(start, now)[-LOOK_BACK:]
-    claimed = set(
-        JobRun.objects.using(runs.db)
-        .filter(job=job, window__in=keys)
-        .values_list("window", flat=True)
-    )
+    claimed = set(JobRun.objects.filter(job=job, window__in=keys).values_list("window", flat=True))
     return [key for key in keys if key not in claimed]
 
 

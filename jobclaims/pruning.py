@@ -61,8 +61,7 @@ def prune(
     """
     db = jobclaims_settings.claims_database(JobRun)
     old = (
-        JobRun.objects.using(db)
-        .finished()
+        JobRun.objects.finished()
         .filter(finished_at__lt=database_now(db) - older_than)
         .exclude(pk__in=_guards(db))
     )
@@ -78,7 +77,7 @@ def prune_skips(
 ) -> int:
     """Delete skips recorded ``older_than`` ago; return how many, as ``prune()``."""
     db = jobclaims_settings.claims_database(JobRun)
-    old = JobSkip.objects.using(db).filter(skipped_at__lt=database_now(db) - older_than)
+    old = JobSkip.objects.filter(skipped_at__lt=database_now(db) - older_than)
     return _delete(old, dry_run, batch_size, statement_budget)
 
 
@@ -104,7 +103,7 @@ def _guards(db: str) -> list[int]:
     pruning runs, or gives way to a newer one; either way its window keeps a
     row that says it ran.
     """
-    finished = JobRun.objects.using(db).finished()
+    finished = JobRun.objects.finished()
     groups = list(
         finished.values("job", "schedule")
         .annotate(latest_window=Max("window"), last_claimed_at=Max("claimed_at"))

@@ -247,13 +247,13 @@ class Scheduler:
         return [(fire, key)]
 
     def _claimed(self, job: JobSchedule, key: str) -> bool:
-        return JobRun.objects.using(self.db).filter(job=job.job, window=key).exists()
+        return JobRun.objects.filter(job=job.job, window=key).exists()
 
     def _unclaimed(
         self, job: JobSchedule, now: datetime.datetime
     ) -> list[tuple[datetime.datetime, str]]:
         """Fires since the job's newest claim that no claim holds, oldest first."""
-        runs = JobRun.objects.using(self.db).filter(job=job.job)
+        runs = JobRun.objects.filter(job=job.job)
         newest = runs.order_by("-claimed_at").first()
         if newest is None:
             latest = job.cron.latest_fire(now)

@@ -253,12 +253,10 @@ def overview(job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3) -> 
     Fires are counted from the job's first claim on, and a fire not yet
     ``ON_TIME`` old is not missed yet.
     """
-    from jobclaims.conf import jobclaims_settings
     from jobclaims.models import JobRun
-    from jobclaims.states import with_state
 
-    runs = JobRun.objects.using(jobclaims_settings.claims_database(JobRun)).filter(job=job.job)
-    last = with_state(runs).order_by("-claimed_at").first()
+    runs = JobRun.objects.filter(job=job.job)
+    last = runs.with_state().order_by("-claimed_at").first()
     first = runs.order_by("claimed_at").first()
     missed: list[str] = []
     caught_up: list[str] = []

@@ -14,20 +14,58 @@ from __future__ import annotations
 
 import datetime
 import functools
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from django.apps import apps
 from django.db import DatabaseError, OperationalError, connections
 
 from jobclaims.clock import as_utc, lease_end_sql, now_sql
+from jobclaims.states import Status
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.backends.utils import CursorWrapper
+    from django.db.models.base import ModelState
 
-    from jobclaims.models import JobRun
 
-#: A row in a claim's way: its window, its status, and whether its lease ended.
-Rival = tuple[str, str, bool]
+class ClaimRow(Protocol):
+    """A ``JobRun``, as the machinery below the models sees it.
+
+    The models send these statements and call the engine, so neither
+    imports them: a ``JobRun`` is this, field for field.
+    """
+
+    pk: Any
+    job: str
+    window: str
+    schedule: str
+    owner: str
+    token: uuid.UUID
+    status: str
+    attempt: int
+    holds_job: bool | None
+    claimed_at: datetime.datetime
+    expires_at: datetime.datetime
+    finished_at: datetime.datetime | None
+    error: str
+    _state: ModelState
+
+
+class Rival(NamedTuple):
+    """A row in a claim's way, as the claim's read found it.
+
+    The datetimes are as the driver returned them (text on SQLite): only a
+    row that refuses the claim is described, and converted, by the engine.
+    """
+
+    window: str
+    status: str
+    owner: str
+    expires_at: Any
+    finished_at: Any
+    #: Whether its lease had ended, by the database clock, when it was read.
+    lapsed: bool
 
 
 def claim_statements(connection: BaseDatabaseWrapper) -> ClaimStatements:
@@ -44,19 +82,21 @@ class ClaimStatements:
     """One backend's claim statements, each a single round trip."""
 
     def __init__(self, connection: BaseDatabaseWrapper):
-        from jobclaims.models import JobRun, JobSkip
-
+        # From the app registry: the models' own methods send these
+        # statements, so this module does not import them.
+        runs = apps.get_model("jobclaims", "JobRun")
+        skips = apps.get_model("jobclaims", "JobSkip")
         now = now_sql(connection)
         lease_end, self._lease_param = lease_end_sql(connection)
         galera = _on_galera(connection)
-        self._token = JobRun._meta.get_field("token")
-        run, skip = _Table(connection, JobRun), _Table(connection, JobSkip)
+        self._token = runs._meta.get_field("token")
+        run, skip = _Table(connection, runs), _Table(connection, skips)
 
         written = run.names("job", "window", "schedule", "owner", "token", "holds_job")
         stamped = run.names("status", "attempt", "error", "claimed_at", "expires_at")
         columns = f"{run} ({written}, {stamped})"
         # A new claim is running; the value is the model's own, not input.
-        running = f"'{JobRun.Status.RUNNING.value}'"
+        running = f"'{Status.RUNNING.value}'"
         values = f"%s, %s, %s, %s, %s, %s, {running}, 1, '', {now}, {lease_end}"
         key_and_stamps = run.names("id", "claimed_at", "expires_at")
         self._returning = f" RETURNING {key_and_stamps}"
@@ -72,8 +112,9 @@ class ClaimStatements:
             f"WHERE {run['job']} = %s AND {run['window']} = %s AND {run['token']} = %s"
         )
 
+        described = run.names("window", "status", "owner", "expires_at", "finished_at")
         window_rows = (
-            f"SELECT {run['window']}, {run['status']}, {run['expires_at']} <= {now} "
+            f"SELECT {described}, {run['expires_at']} <= {now} "
             f"FROM {run} WHERE ({run['job']} = %s AND {run['window']} = %s)"
         )
         # Each side of the OR is a lookup on one of the two unique indexes.
@@ -97,7 +138,7 @@ class ClaimStatements:
         )
 
     def claim_by_insert(
-        self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
     ) -> bool:
         """Claim with one INSERT, unless a row stands in the way; never wait.
 
@@ -132,15 +173,18 @@ class ClaimStatements:
         self._load(cursor, run, row)
         return True
 
-    def rivals(self, cursor: CursorWrapper, run: JobRun) -> list[Rival]:
+    def rivals(self, cursor: CursorWrapper, run: ClaimRow) -> list[Rival]:
         """The window's row and, unless ``run`` may overlap, the job's holder."""
         if run.holds_job:
             cursor.execute(self._window_and_holder_rows, [run.job, run.window, run.job])
         else:
             cursor.execute(self._window_rows, [run.job, run.window])
-        return [(window, status, bool(lapsed)) for window, status, lapsed in cursor.fetchall()]
+        return [
+            Rival(window, status, owner, expires_at, finished_at, bool(lapsed))
+            for window, status, owner, expires_at, finished_at, lapsed in cursor.fetchall()
+        ]
 
-    def insert(self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta) -> None:
+    def insert(self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta) -> None:
         """Insert ``run``, stamped by the database's clock, and load its key
         and stamps; ``IntegrityError`` when a unique constraint is taken."""
         params = self._insert_params(cursor, run, lease)
@@ -152,7 +196,7 @@ class ClaimStatements:
             cursor.execute(self._read_back, [run.job, run.window, token])
         self._load(cursor, run, cursor.fetchone())
 
-    def skip(self, cursor: CursorWrapper, run: JobRun, reason: str) -> None:
+    def skip(self, cursor: CursorWrapper, run: ClaimRow, reason: str) -> None:
         """Record that ``run``'s would-be holder stepped aside, and why.
 
         A skip is a note for operators, not a decision: the claim rows
@@ -166,7 +210,7 @@ class ClaimStatements:
         statement = self._insert_skip_unflushed if unflushed else self._insert_skip
         cursor.execute(statement, [run.job, run.window, run.owner, str(reason)])
 
-    def release(self, cursor: CursorWrapper, run: JobRun, status: str, error: str) -> bool:
+    def release(self, cursor: CursorWrapper, run: ClaimRow, status: str, error: str) -> bool:
         """End ``run`` with ``status`` if it still holds its claim.
 
         On Galera the UPDATE may be retried by the server when another
@@ -179,13 +223,13 @@ class ClaimStatements:
         return bool(cursor.rowcount == 1)
 
     def _insert_params(
-        self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
     ) -> list[Any]:
         token = self._token.get_db_prep_value(run.token, cursor.db)
         written = [run.job, run.window, run.schedule, run.owner, token, run.holds_job]
         return [*written, self._lease_param(lease)]
 
-    def _load(self, cursor: CursorWrapper, run: JobRun, row: tuple[Any, ...]) -> None:
+    def _load(self, cursor: CursorWrapper, run: ClaimRow, row: tuple[Any, ...]) -> None:
         """Give ``run`` the key and clock stamps its INSERT stored."""
         run.pk, claimed_at, expires_at = row
         run.claimed_at, run.expires_at = as_utc(claimed_at), as_utc(expires_at)
