@@ -23,7 +23,7 @@ from django.utils.translation import ngettext
 from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.missed import missed_windows
+from jobclaims.health import missed_windows
 from jobclaims.models import JobRun, JobRunQuerySet
 from jobclaims.scheduler import schedule_of
 from jobclaims.schedules import describe, overview

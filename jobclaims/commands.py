@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import uuid
+from contextvars import ContextVar
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -12,7 +13,7 @@ from django.db import DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from jobclaims import checks, leases, retries, schedules, windows
+from jobclaims import leases, retries, schedules, windows
 from jobclaims.claiming import holding, validate_max_run_time, window_key
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
@@ -20,6 +21,10 @@ from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
 from jobclaims.models import JobRun
 from jobclaims.states import Reason, Refusal
 from jobclaims.stopping import interrupting_on_stop_signals
+
+#: True while a job's command runs the system checks, which leave out
+#: jobclaims.W001 then (``JobCommand.check()``).
+checking_a_job_run: ContextVar[bool] = ContextVar("jobclaims_checking_a_job_run", default=False)
 
 
 def positive_seconds(text: str) -> datetime.timedelta:
@@ -115,8 +120,20 @@ class JobCommand(BaseCommand):
         jobclaims.W001 (no row locks) is about the deployment, not this run:
         ``manage.py check`` shows it, and cron need not mail it every run.
         """
-        with checks.running_a_job():
+        token = checking_a_job_run.set(True)
+        try:
             super().check(*args, **kwargs)
+        finally:
+            checking_a_job_run.reset(token)
+
+    @classmethod
+    def declares_window(cls) -> bool:
+        """Whether the job sets ``window`` itself, rather than inheriting the default."""
+        return any(
+            "window" in vars(klass)
+            for klass in cls.__mro__
+            if klass is not JobCommand and issubclass(klass, JobCommand)
+        )
 
     def run_job(self, run: JobRun, *args: Any, **options: Any) -> None:
         """Do the job's work. ``run`` is the claim this instance holds."""

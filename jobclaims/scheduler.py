@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.management import get_commands, load_command_class
@@ -36,12 +35,10 @@ from django.db import DatabaseError, close_old_connections
 
 from jobclaims import windows
 from jobclaims.clock import database_now
+from jobclaims.commands import JobCommand
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun
 from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
-
-if TYPE_CHECKING:
-    from jobclaims.commands import JobCommand
 
 #: While children run or fires wait to be caught up, look again this often.
 POLL = 1.0
@@ -52,8 +49,6 @@ ON_A_DAY = datetime.timedelta(days=1)
 
 def scheduled_commands() -> dict[str, JobCommand]:
     """Every management command that is a ``JobCommand`` with a schedule, by name."""
-    from jobclaims.commands import JobCommand
-
     found = {}
     for name, app in sorted(get_commands().items()):
         command = app if isinstance(app, BaseCommand) else load_command_class(app, name)

@@ -25,9 +25,9 @@ def test_the_takeover_rule_in_python_and_in_sql_frees_the_same_rows(force):
     lapsed = ExpressionWrapper(Q(expires_at__lte=DatabaseNow()), output_field=BooleanField())
     rows = JobRun.objects.annotate(lapsed=lapsed)
     by_python = {
-        (row.job, row.window)
-        for row in rows
-        if frees(row.window, row.status, row.lapsed, WINDOW, force)
+        (job, window)
+        for job, window, status, lapsed in rows.values_list("job", "window", "status", "lapsed")
+        if frees(window, status, lapsed, WINDOW, force)
     }
     by_sql = set(rows.filter(frees_q(WINDOW, force)).values_list("job", "window"))
     assert by_python == by_sql

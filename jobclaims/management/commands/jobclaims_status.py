@@ -9,8 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import job_health
-from jobclaims.missed import missed_windows
+from jobclaims.health import job_health, missed_windows
 from jobclaims.models import JobRun
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import describe, overview
