@@ -30,9 +30,9 @@ from jobclaims.models import JobRun, JobSkip
 
 #: How long each DELETE statement aims to run. Its rows stay locked from its
 #: start to the COMMIT after it, so a claim or release of one of them may
-#: wait that long. A prune's longest DELETE on MariaDB ran four to five
-#: times the aim (its DELETEs wait on page reads and on flushing), so 20 ms
-#: keeps it under 100 ms; see docs/performance.md.
+#: wait that long. The longest DELETE of a prune runs several times the aim
+#: (it waits on page reads and on flushing), which the aim leaves room for;
+#: the measured figures are in docs/performance.md, Prune.
 STATEMENT_BUDGET = datetime.timedelta(milliseconds=20)
 
 #: The most rows one DELETE removes, however quick the ones before it were:

@@ -311,7 +311,7 @@ def _on_galera(connection: BaseDatabaseWrapper) -> bool:
         return False
     with connection.cursor() as cursor:
         # One round trip; SHOW VARIABLES, which no server refuses, scans
-        # them all and takes thirty times as long.
+        # them all.
         try:
             cursor.execute("SELECT @@GLOBAL.wsrep_on")
         except DatabaseError:  # 1193: a MariaDB built without Galera.
