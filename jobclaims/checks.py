@@ -21,11 +21,11 @@ from django.db import NotSupportedError, connections, router
 from django.utils import timezone
 
 from jobclaims import charsets, conf, scheduler
-from jobclaims.clock import lease_end_sql
 from jobclaims.commands import checking_a_job_run
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.schedules import problems
+from jobclaims.sql import statements_class
 
 TAG = "jobclaims"
 
@@ -155,7 +155,7 @@ def check_claims_database_backend(
         return []
     alias = jobclaims_settings.claims_database(JobRun)
     try:
-        lease_end_sql(connections[alias])
+        statements_class(connections[alias].vendor)
     except NotSupportedError as unsupported:
         return [
             Error(

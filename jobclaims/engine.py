@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, IntegrityError, connections, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Manager, Q
 
 from jobclaims import events, retries, standby
 from jobclaims.clock import DatabaseNow, as_utc
@@ -45,15 +45,15 @@ def process_owner() -> str:
 
 
 def claim(
-    runs: QuerySet[Any], new: ClaimRow, lease: datetime.timedelta, force: bool
+    runs: Manager[Any], db: str, new: ClaimRow, lease: datetime.timedelta, force: bool
 ) -> ClaimRow | Refusal:
-    """Claim ``new``'s window in the database ``runs`` reads.
+    """Claim ``new``'s window in the database ``db``.
 
     Returns ``new``, or the window's row that it took over, as stored; or
     the ``Refusal`` that was recorded as a skip.
     """
     job, window = new.job, new.window
-    connection = connections[runs.db]
+    connection = connections[db]
     connection.ensure_connection()
     # A commit may wait for a synchronous standby; never forever.
     with standby.bounded(connection) as watch:
@@ -73,7 +73,7 @@ def claim(
 
 
 def _claim_until_settled(
-    runs: QuerySet[Any],
+    runs: Manager[Any],
     connection: BaseDatabaseWrapper,
     new: ClaimRow,
     lease: datetime.timedelta,
@@ -115,7 +115,7 @@ def _claim_until_settled(
 
 
 def _claim_once(
-    runs: QuerySet[Any],
+    runs: Manager[Any],
     cursor: CursorWrapper,
     new: ClaimRow,
     lease: datetime.timedelta,
@@ -127,7 +127,7 @@ def _claim_once(
 
 
 def _contend(
-    runs: QuerySet[Any],
+    runs: Manager[Any],
     cursor: CursorWrapper,
     new: ClaimRow,
     lease: datetime.timedelta,
@@ -176,7 +176,7 @@ def _refusal(new: ClaimRow, blocking: list[Rival]) -> Refusal:
     )
 
 
-def _skip(runs: QuerySet[Any], cursor: CursorWrapper, new: ClaimRow, refusal: Refusal) -> Refusal:
+def _skip(runs: Manager[Any], cursor: CursorWrapper, new: ClaimRow, refusal: Refusal) -> Refusal:
     """Record that this instance stepped aside, in one INSERT.
 
     The claim rows decided; a skip row is a note for operators, never
@@ -194,7 +194,7 @@ def _skip(runs: QuerySet[Any], cursor: CursorWrapper, new: ClaimRow, refusal: Re
 
 
 def _take(
-    runs: QuerySet[Any],
+    runs: Manager[Any],
     cursor: CursorWrapper,
     new: ClaimRow,
     seen: list[Rival],
@@ -212,7 +212,7 @@ def _take(
 
 
 def _take_over(
-    runs: QuerySet[Any],
+    runs: Manager[Any],
     cursor: CursorWrapper,
     new: ClaimRow,
     seen: list[Rival],

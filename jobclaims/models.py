@@ -190,10 +190,12 @@ class ClaimsDatabaseManager(models.Manager[_M]):
     """
 
     def get_queryset(self) -> models.QuerySet[_M]:
-        rows = super().get_queryset()
-        if self._db is None:
-            rows = rows.using(jobclaims_settings.claims_database(self.model))
-        return rows
+        return super().get_queryset().using(self.claims_db())
+
+    def claims_db(self) -> str:
+        """The alias this manager reads and writes: the claims database, or
+        the one ``db_manager()`` chose."""
+        return self._db or jobclaims_settings.claims_database(self.model)
 
 
 # Bound to a name first: django-stubs builds the manager's typed methods only
@@ -252,7 +254,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             owner=engine.process_owner(),
             holds_job=None if allow_overlap else True,
         )
-        outcome = engine.claim(self.get_queryset(), new, lease, force)
+        outcome = engine.claim(self, self.claims_db(), new, lease, force)
         # The engine hands back the row it was given or read from this table.
         return outcome if isinstance(outcome, Refusal) else cast("JobRun", outcome)
 
