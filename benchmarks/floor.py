@@ -22,8 +22,8 @@ from django.apps.registry import Apps
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from jobclaims.engine import process_owner
 from jobclaims.models import JobRun
-from jobclaims.owner import process_owner
 
 FLOOR_TABLE = "bench_floor_jobrun"
 

@@ -20,20 +20,20 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from jobclaims import durations, states
+from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.missed import missed_windows
+from jobclaims.health import missed_windows
 from jobclaims.models import JobRun, JobRunQuerySet
 from jobclaims.scheduler import schedule_of
 from jobclaims.schedules import describe, overview
-from jobclaims.states import State
+from jobclaims.states import MEANINGS, State
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldOpts
     from django.utils.functional import _StrOrPromise
 
-    from jobclaims.states import ListedRun
+    from jobclaims.models import ListedRun
 
 # A shape per state, so that the badges differ by more than colour.
 _SYMBOLS = {
@@ -57,7 +57,7 @@ class StateFilter(admin.SimpleListFilter):
         value = self.value()
         if value is None or value not in State.values:
             return queryset
-        return states.in_state(queryset, value)
+        return queryset.in_state(value)
 
 
 @admin.register(JobRun)
@@ -113,11 +113,12 @@ class JobRunAdmin(admin.ModelAdmin):
         css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("jobclaims/admin.css",)}
 
     def get_queryset(self, request: HttpRequest) -> JobRunQuerySet:
-        # The database the jobs claim on: a lagging replica would show a
-        # finished run as active, and an operator could expire the wrong one.
+        # JobRun.objects reads the database the jobs claim on: a lagging
+        # replica would show a finished run as active, and an operator could
+        # expire the wrong one.
         runs = super().get_queryset(request)
         assert isinstance(runs, JobRunQuerySet), "JobRun.objects is the default manager"
-        return states.with_state(runs.using(self.claims_database).with_skips())
+        return runs.with_skips().with_state()
 
     @property
     def claims_database(self) -> str:
@@ -155,7 +156,7 @@ class JobRunAdmin(admin.ModelAdmin):
         if page is None:
             return response
         given = extra_context or {}
-        summary: dict[str, Any] = {"claim_counts": states.running_counts()}
+        summary: dict[str, Any] = {"claim_counts": JobRun.objects.running_counts()}
         if job := request.GET.get("job__exact"):
             # Listed for one job at a time: each job's schedule is its own.
             summary["missed_job"], summary["missed_windows"] = job, missed_windows(job)
@@ -172,7 +173,7 @@ class JobRunAdmin(admin.ModelAdmin):
             '<span class="jobclaims-state jobclaims-state--{}" title="{}">'
             '<span aria-hidden="true">{}</span> {}</span>',
             state.value,
-            states.MEANINGS[state],
+            MEANINGS[state],
             _SYMBOLS[state],
             state.label,
         )
@@ -273,8 +274,8 @@ class JobRunAdmin(admin.ModelAdmin):
         """
         db = self.claims_database
         with transaction.atomic(using=db):
-            rows = list(targets.using(db).order_by("pk").select_for_update())
-            locked = JobRun.objects.using(db).filter(pk__in=[row.pk for row in rows])
+            rows = list(targets.order_by("pk").select_for_update())
+            locked = JobRun.objects.filter(pk__in=[row.pk for row in rows])
             changed = change(locked)
         # The admin lets only a signed-in staff user run an action.
         assert request.user.pk is not None

@@ -11,9 +11,7 @@ names: ``check --database default``, ``migrate`` and the test runner do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from typing import Any
 
 from django.apps import AppConfig
@@ -22,27 +20,15 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import NotSupportedError, connections, router
 from django.utils import timezone
 
-from jobclaims import charsets, conf
-from jobclaims.clock import lease_end_sql
+from jobclaims import charsets, conf, scheduler
+from jobclaims.commands import checking_a_job_run
 from jobclaims.conf import jobclaims_settings
 from jobclaims.documentation import page
 from jobclaims.models import JobRun, JobSkip
+from jobclaims.schedules import problems
+from jobclaims.sql import statements_class
 
 TAG = "jobclaims"
-
-
-#: True while a job's command runs the checks (``JobCommand.check()``).
-_in_a_job_run: ContextVar[bool] = ContextVar("jobclaims_in_a_job_run", default=False)
-
-
-@contextmanager
-def running_a_job() -> Iterator[None]:
-    """Mark the checks run inside the block as a job's, which W001 leaves alone."""
-    token = _in_a_job_run.set(True)
-    try:
-        yield
-    finally:
-        _in_a_job_run.reset(token)
 
 
 def register_checks() -> None:
@@ -169,7 +155,7 @@ def check_row_locks(
     check`` (and migrate, runserver, other commands) still warns of, and
     cron would mail it on every run of every job.
     """
-    if not _concerns_jobclaims(app_configs) or conf.problems() or _in_a_job_run.get():
+    if not _concerns_jobclaims(app_configs) or conf.problems() or checking_a_job_run.get():
         return []
     alias = jobclaims_settings.claims_database(JobRun)
     connection = connections[alias]
@@ -194,7 +180,7 @@ def check_claims_database_backend(
         return []
     alias = jobclaims_settings.claims_database(JobRun)
     try:
-        lease_end_sql(connections[alias])
+        statements_class(connections[alias].vendor)
     except NotSupportedError as unsupported:
         return [
             Error(
@@ -218,9 +204,6 @@ def check_schedules(
     """
     if not _concerns_jobclaims(app_configs):
         return []
-    from jobclaims.scheduler import scheduled_commands
-    from jobclaims.schedules import problems
-
     return [
         Error(
             problem,
@@ -228,7 +211,7 @@ def check_schedules(
             + _see("jobclaims-e005-a-schedule-that-cannot-work"),
             id="jobclaims.E005",
         )
-        for command in scheduled_commands().values()
+        for command in scheduler.scheduled_commands().values()
         for problem in problems(type(command))
     ]
 

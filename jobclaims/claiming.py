@@ -23,6 +23,7 @@ from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, NotClaimed
 from jobclaims.heartbeat import Heartbeat
 from jobclaims.models import JobRun
+from jobclaims.states import Refusal
 from jobclaims.stopping import stops_held_back
 from jobclaims.windows import WindowSpec, resolve
 
@@ -76,7 +77,7 @@ def claim(
         lease = jobclaims_settings.default_lease
     validate_max_run_time(max_run_time)
     slot = window_key(window, key)
-    run = JobRun.objects.claim(
+    run = JobRun.objects.try_claim(
         job,
         slot,
         lease=lease,
@@ -84,8 +85,8 @@ def claim(
         allow_overlap=allow_overlap,
         schedule=resolve(window).name,
     )
-    if run is None:
-        raise NotClaimed(job, slot)
+    if isinstance(run, Refusal):
+        raise NotClaimed(job, slot, run)
     with holding(run, lease, max_run_time):
         yield run
 

@@ -7,10 +7,9 @@ Hosts' own clocks drift and jump, so every moment a claim is compared with
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from django.db import NotSupportedError, connections
+from django.db import connections
 from django.db.models import DateTimeField, Func
 from django.db.models.sql import Query
 
@@ -20,17 +19,17 @@ if TYPE_CHECKING:
 
 
 #: SQLite has no datetime type: it keeps the text Django writes.
-_SQLITE_FORMAT = "%Y-%m-%d %H:%M:%f"
+SQLITE_FORMAT = "%Y-%m-%d %H:%M:%f"
 
 
-def _sqlite_stamp(pattern: str, *modifiers: str) -> str:
+def sqlite_stamp(pattern: str, *modifiers: str) -> str:
     """SQLite's time now, moved by ``modifiers``, as the text Django writes.
 
     SQLite compares datetimes as text. Django writes a datetime as ``str()``
     does: microseconds in six digits, or none when they are zero, while
     ``%f`` gives milliseconds in three, so 12:00:00.123 would sort before
     the same moment written by Django, 12:00:00.123000. Padded, and without
-    a zero fraction, the two are one string. ``pattern`` is ``_SQLITE_FORMAT``
+    a zero fraction, the two are one string. ``pattern`` is ``SQLITE_FORMAT``
     escaped for where the SQL goes; SQLite's 'now' is one moment throughout
     a statement.
     """
@@ -64,7 +63,7 @@ class DatabaseNow(Func):
         self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
     ) -> _AsSqlType:
         # Escaped twice: once for the template, once for the query's params.
-        template = _sqlite_stamp(_SQLITE_FORMAT.replace("%", "%%%%"))
+        template = sqlite_stamp(SQLITE_FORMAT.replace("%", "%%%%"))
         return self.as_sql(compiler, connection, template=template, **extra_context)
 
 
@@ -77,34 +76,6 @@ def now_sql(connection: BaseDatabaseWrapper) -> str:
     """
     sql, _params = Query(None).get_compiler(connection=connection).compile(DatabaseNow())
     return str(sql)
-
-
-def lease_end_sql(
-    connection: BaseDatabaseWrapper,
-) -> tuple[str, Callable[[datetime.timedelta], object]]:
-    """SQL for the database's now plus a lease, and the lease as its parameter.
-
-    For statements written out in SQL (``jobclaims.sql``): ``DatabaseNow``,
-    moved on by a lease passed as the one parameter.
-    """
-    if connection.vendor == "postgresql":
-        return f"{now_sql(connection)} + %s", lambda lease: lease
-    if connection.vendor == "mysql":
-        microsecond = datetime.timedelta(microseconds=1)
-        return (
-            f"{now_sql(connection)} + INTERVAL %s MICROSECOND",
-            lambda lease: lease // microsecond,
-        )
-    if connection.vendor == "sqlite":
-        # The lease moves SQLite's 'now' inside STRFTIME, as a modifier.
-        return (
-            _sqlite_stamp(_SQLITE_FORMAT.replace("%", "%%"), "%s"),
-            lambda lease: f"+{lease.total_seconds():.6f} seconds",
-        )
-    raise NotSupportedError(
-        f"jobclaims keeps claims in PostgreSQL, MariaDB/MySQL or SQLite, not in "
-        f"{connection.vendor}; point JOBCLAIMS['DATABASE'] at one of those"
-    )
 
 
 def database_now(using: str = "default") -> datetime.datetime:

@@ -5,22 +5,27 @@ from __future__ import annotations
 import argparse
 import datetime
 import uuid
+from contextvars import ContextVar
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
-from django.db.models import Q
 from django.utils import timezone
 
-from jobclaims import checks, leases, retries, schedules, windows
+from jobclaims import leases, retries, schedules, windows
 from jobclaims.claiming import holding, validate_max_run_time, window_key
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings, use_parents_databases
 from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
 from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
+from jobclaims.states import Reason, Refusal
 from jobclaims.stopping import interrupting_on_stop_signals
+
+#: True while a job's command runs the system checks, which leave out
+#: jobclaims.W001 then (``JobCommand.check()``).
+checking_a_job_run: ContextVar[bool] = ContextVar("jobclaims_checking_a_job_run", default=False)
 
 
 def positive_seconds(text: str) -> datetime.timedelta:
@@ -116,8 +121,20 @@ class JobCommand(BaseCommand):
         jobclaims.W001 (no row locks) is about the deployment, not this run:
         ``manage.py check`` shows it, and cron need not mail it every run.
         """
-        with checks.running_a_job():
+        token = checking_a_job_run.set(True)
+        try:
             super().check(*args, **kwargs)
+        finally:
+            checking_a_job_run.reset(token)
+
+    @classmethod
+    def declares_window(cls) -> bool:
+        """Whether the job sets ``window`` itself, rather than inheriting the default."""
+        return any(
+            "window" in vars(klass)
+            for klass in cls.__mro__
+            if klass is not JobCommand and issubclass(klass, JobCommand)
+        )
 
     def run_job(self, run: JobRun, *args: Any, **options: Any) -> None:
         """Do the job's work. ``run`` is the claim this instance holds."""
@@ -132,7 +149,7 @@ class JobCommand(BaseCommand):
         window = self._window_key(options["window_key"])
         try:
             validate_max_run_time(self.max_run_time)
-            run = JobRun.objects.claim(
+            run = JobRun.objects.try_claim(
                 job,
                 window,
                 lease=lease,
@@ -155,9 +172,9 @@ class JobCommand(BaseCommand):
             raise
         # At -v 0 (cron) a skip says nothing and a run only what run_job()
         # says: cron mails any output, and stepping aside is normal.
-        if run is None:
+        if isinstance(run, Refusal):
             if options["verbosity"]:
-                self.stdout.write(self._skip_message(job, window))
+                self.stdout.write(_skip_message(run))
             return
         if options["verbosity"]:
             self.stdout.write(
@@ -234,30 +251,6 @@ class JobCommand(BaseCommand):
         except ValueError as error:
             raise CommandError(f"--window: {error}") from error
 
-    def _skip_message(self, job: str, window: str) -> str:
-        """Say why the claim was refused, from the rows that refused it."""
-        db = jobclaims_settings.claims_database(JobRun)
-        rows = JobRun.objects.using(db).filter(
-            Q(job=job, window=window) | Q(job=job, holds_job__isnull=False)
-        )
-        for run in sorted(rows, key=lambda run: run.window != window):
-            if run.window != window:
-                return (
-                    f"Skipped {job} {window}: the {run.window} run, held by "
-                    f"{run.owner} until {_local(run.expires_at)}, is still "
-                    "running; set allow_overlap = True to let windows overlap."
-                )
-            if run.status == JobRun.Status.SUCCEEDED:
-                return (
-                    f"Skipped {job} {window}: it already succeeded at "
-                    f"{_local(run.finished_at)}; pass --force to run it again."
-                )
-            if run.status == JobRun.Status.RUNNING:
-                return (
-                    f"Skipped {job} {window}: held by {run.owner} until {_local(run.expires_at)}."
-                )
-        return f"Skipped {job} {window}: another instance claimed it just now."
-
     def _explain_missing_migrations(self) -> None:
         """Turn the error of a database without jobclaims' tables into the fix."""
         connection = connections[jobclaims_settings.claims_database(JobRun)]
@@ -293,6 +286,25 @@ class JobCommand(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
 
 
+def _skip_message(refusal: Refusal) -> str:
+    """Say why the claim was refused, from the row that refused it."""
+    skipped = f"Skipped {refusal.job} {refusal.window}"
+    if refusal.owner is None:
+        return f"{skipped}: another instance claimed it just now."
+    if refusal.reason == Reason.OVERLAP:
+        return (
+            f"{skipped}: the {refusal.held_window} run, held by {refusal.owner} until "
+            f"{_local(refusal.expires_at)}, is still running; set allow_overlap = True "
+            "to let windows overlap."
+        )
+    if refusal.reason == Reason.SUCCEEDED:
+        return (
+            f"{skipped}: it already succeeded at {_local(refusal.finished_at)}; "
+            "pass --force to run it again."
+        )
+    return f"{skipped}: held by {refusal.owner} until {_local(refusal.expires_at)}."
+
+
 def _recorded(run: JobRun) -> str:
     """What an interrupted run's claim says now: release() sets its status."""
     if run.status == JobRun.Status.FAILED:
@@ -318,7 +330,7 @@ def adopt(job: str, window: str, token: str) -> JobRun | None:
         held = uuid.UUID(token)
     except ValueError:
         return None
-    held_run = JobRun.objects.using(db).active().filter(job=job, window=window, token=held)
+    held_run = JobRun.objects.active().filter(job=job, window=window, token=held)
     # Started in a crowd (every job due at one fire), the read may meet a
     # busy database: it asks for another try, as a claim would.
     return retries.retrying(connections[db], held_run.first)

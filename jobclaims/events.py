@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import logging
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.dispatch import Signal
@@ -25,16 +26,17 @@ from jobclaims import signals
 from jobclaims.conf import jobclaims_settings
 
 if TYPE_CHECKING:
-    from jobclaims.models import JobRun
+    from jobclaims.sql import ClaimRow
+    from jobclaims.states import Refusal
 
 logger = logging.getLogger("jobclaims")
 
 
-def _fields(run: JobRun) -> dict[str, object]:
+def _fields(run: ClaimRow) -> dict[str, object]:
     return {"job": run.job, "window": run.window, "owner": run.owner, "attempt": run.attempt}
 
 
-def acquired(run: JobRun, previous_status: str | None) -> None:
+def acquired(run: ClaimRow, previous_status: str | None) -> None:
     logger.info("Claimed %s %s (attempt %d)", run.job, run.window, run.attempt, extra=_fields(run))
     _warn_of_clock_skew(run)
     _send("claim_acquired", type(run), _fields(run), run=run)
@@ -55,7 +57,7 @@ def acquired(run: JobRun, previous_status: str | None) -> None:
         )
 
 
-def _warn_of_clock_skew(run: JobRun) -> None:
+def _warn_of_clock_skew(run: ClaimRow) -> None:
     """Warn when this host's clock is far from the database's.
 
     Claims never read the host's clock, so they stay exact; but the rest of
@@ -74,21 +76,24 @@ def _warn_of_clock_skew(run: JobRun) -> None:
         )
 
 
-def skipped(model: type[JobRun], job: str, window: str, reason: str) -> None:
+def skipped(model: type[Any], refusal: Refusal) -> None:
+    """Announce a refusal, with the row that refused the claim when it read one."""
+    fields: dict[str, object] = {"job": refusal.job, "window": refusal.window}
     logger.info(
         "Skipped %s %s: %s",
-        job,
-        window,
-        reason,
-        extra={"job": job, "window": window, "reason": reason},
+        refusal.job,
+        refusal.window,
+        refusal,
+        extra={**fields, **refusal.fields()},
     )
     _send(
         "claim_skipped",
         model,
-        {"job": job, "window": window},
-        job=job,
-        window=window,
-        reason=reason,
+        fields,
+        job=refusal.job,
+        window=refusal.window,
+        reason=refusal.reason,
+        refusal=refusal,
     )
 
 
@@ -103,15 +108,17 @@ def skip_not_recorded(job: str, window: str, reason: str, error: Exception) -> N
     )
 
 
-def finished(run: JobRun) -> None:
+def finished(run: ClaimRow, read_finished_at: Callable[[], datetime.datetime | None]) -> None:
     """Announce the outcome, and the duration when anyone listens for it.
 
-    The duration needs ``finished_at``, which the database clock set: it is
-    read back only if a receiver or an enabled log level will use it.
+    The duration needs ``finished_at``, which the database clock set in an
+    UPDATE that cannot return it on MariaDB: ``read_finished_at`` reads it
+    back, only if a receiver or an enabled log level will use it.
     """
     if not (signals.run_finished.has_listeners() or logger.isEnabledFor(logging.INFO)):
         return
-    duration = _duration(run)
+    finished_at = read_finished_at()
+    duration = None if finished_at is None else finished_at - run.claimed_at
     if duration is None:
         logger.info(
             "Finished %s %s: %s; taken over since, so its duration is unknown",
@@ -132,26 +139,7 @@ def finished(run: JobRun) -> None:
     _send("run_finished", type(run), _fields(run), run=run, status=run.status, duration=duration)
 
 
-def _duration(run: JobRun) -> datetime.timedelta | None:
-    """How long ``run`` took by the database clock; ``None`` once its row is another's.
-
-    ``release()`` stamped ``finished_at`` in an UPDATE that cannot return it
-    on MariaDB, so it is read back, and only from the row that still carries
-    this run's token: another instance may have taken the window over in
-    between (a forced rerun, the retry of a failure) and cleared it.
-    """
-    finished_at = (
-        type(run)
-        .objects.using(run._state.db)
-        .filter(pk=run.pk, token=run.token)
-        .values_list("finished_at", flat=True)
-        .first()
-    )
-    run.finished_at = finished_at
-    return None if finished_at is None else finished_at - run.claimed_at
-
-
-def _send(name: str, sender: type[JobRun], fields: dict[str, object], **named: Any) -> None:
+def _send(name: str, sender: type[Any], fields: dict[str, object], **named: Any) -> None:
     """Send the signal ``name`` to every receiver, and log each receiver's error.
 
     Django logs it too, on ``django.dispatch``; here it goes to the

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import signal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobclaims.states import Refusal
 
 
 class ClaimLost(Exception):
@@ -33,9 +37,12 @@ class NotClaimed(Exception):
     run of another window still holds the job. Skipping is normal; catch it.
     """
 
-    def __init__(self, job: str, window: str):
+    def __init__(self, job: str, window: str, refusal: Refusal | None = None):
         self.job, self.window = job, window
-        super().__init__(f"{job} {window} is held by another instance or already done")
+        #: Why, and the row that refused the claim (``jobclaims.states.Refusal``).
+        self.refusal = refusal
+        why = refusal or "it is held by another instance or already done"
+        super().__init__(f"{job} {window} was not claimed: {why}")
 
 
 class StandbyTimeout(Exception):
@@ -46,4 +53,11 @@ class StandbyTimeout(Exception):
     jobclaims cancels the wait after ``JOBCLAIMS["STANDBY_TIMEOUT"]``; the
     commit then stands on the primary alone, which a failover would lose,
     so the job does not run. Raised by ``JobRun.objects.claim()``.
+    """
+
+
+class UnknownClaim(LookupError):
+    """The job or the window named has no claim: likely a typo.
+
+    Raised by ``JobRun.objects.expire_held()``.
     """

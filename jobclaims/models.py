@@ -1,30 +1,31 @@
-"""The claim a run of a job holds on its window, and how claims are taken."""
+"""The claim a run of a job holds on its window, and the runs that stepped aside.
+
+How a claim is taken lives in ``jobclaims.engine``; the rule for when a row
+may be taken over, in ``jobclaims.states``.
+"""
 
 from __future__ import annotations
 
 import datetime
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict, cast
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeAlias, TypedDict, TypeVar, cast
 
-from django.db import DatabaseError, IntegrityError, connections, models, transaction
+from django.db import DatabaseError, connections, models, transaction
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import charsets, events, leases, retries, standby
+from jobclaims import charsets, engine, events, leases, retries, standby, states
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.exceptions import ClaimLost
-from jobclaims.owner import process_owner
-from jobclaims.sql import Rival, claim_statements
+from jobclaims.exceptions import ClaimLost, UnknownClaim
+from jobclaims.sql import claim_statements
+from jobclaims.states import Refusal, State
 
 if TYPE_CHECKING:
-    from django.db.backends.base.base import BaseDatabaseWrapper
-    from django.db.backends.utils import CursorWrapper
     from django_stubs_ext import WithAnnotations
 
 
@@ -35,14 +36,29 @@ class Skips(TypedDict):
     last_skipped_at: datetime.datetime | None
 
 
-class _ReadAt(TypedDict):
-    """The database's clock, annotated on a row as it is read."""
+class StateAnnotations(TypedDict):
+    """What ``JobRunQuerySet.with_state()`` annotates on each run."""
 
+    state: str
     db_now: datetime.datetime
 
 
+class Listing(StateAnnotations, Skips):
+    """What a listing of claims shows beside the row: its state and its skips."""
+
+
+if TYPE_CHECKING:
+    #: A run as the admin and jobclaims_status list it.
+    ListedRun: TypeAlias = WithAnnotations["JobRun", Listing]
+
+
 class JobRunQuerySet(models.QuerySet["JobRun"]):
-    """Claims filtered by state, always judged by the database's clock."""
+    """Claims filtered by state, always judged by the database's clock.
+
+    Each state selects its rows through filters the (status, expires_at)
+    index serves, rather than by comparing the computed state: a filter on
+    the CASE expression of ``with_state()`` would read every row.
+    """
 
     def running(self) -> JobRunQuerySet:
         return self.filter(status=JobRun.Status.RUNNING)
@@ -57,6 +73,41 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
 
     def finished(self) -> JobRunQuerySet:
         return self.filter(status__in=[JobRun.Status.SUCCEEDED, JobRun.Status.FAILED])
+
+    def in_state(self, state: str) -> JobRunQuerySet:
+        """Claims in ``state``, one of ``states.State``."""
+        filters: dict[str, Callable[[], JobRunQuerySet]] = {
+            State.ACTIVE: self.active,
+            State.EXPIRED: self.expired,
+            State.SUCCEEDED: lambda: self.filter(status=JobRun.Status.SUCCEEDED),
+            State.FAILED: lambda: self.filter(status=JobRun.Status.FAILED),
+        }
+        return filters[State(state)]()
+
+    def with_state(self) -> JobRunQuerySet:
+        """Annotate ``state``, and ``db_now`` to measure the lease against."""
+        return self.annotate(state=states.state_expression(), db_now=DatabaseNow())
+
+    def listing(self, *, state: str | None = None, job: str | None = None) -> JobRunQuerySet:
+        """Claims with their state, newest first, optionally of one state or job."""
+        runs = self if state is None else self.in_state(state)
+        if job is not None:
+            runs = runs.filter(job=job)
+        return runs.with_state().order_by("-claimed_at", "-pk")
+
+    def running_counts(self) -> dict[str, int]:
+        """How many claims are active and how many expired, in one query.
+
+        Only running rows are read, through the (status, expires_at) index, so
+        the count stays cheap however many finished rows the table keeps.
+        """
+        now = DatabaseNow()
+        return self.running().aggregate(
+            **{
+                State.ACTIVE.value: Count("pk", filter=Q(expires_at__gt=now)),
+                State.EXPIRED.value: Count("pk", filter=Q(expires_at__lte=now)),
+            }
+        )
 
     def with_skips(self) -> JobRunQuerySet:
         """Annotate ``skips`` and ``last_skipped_at``: the instances that
@@ -94,13 +145,67 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
             error="Reopened by an operator: the next run takes this window over.",
         )
 
+    def expire_held(self, job: str, window: str | None = None) -> int:
+        """Expire ``job``'s active claims (of one ``window``), so that the
+        job's next run takes them over; return how many.
+
+        For a holder an operator knows is stuck, rather than waiting out its
+        lease. Raises ``UnknownClaim``, naming what does exist, when the job
+        or the window has never been claimed: nothing is changed then.
+        """
+        runs = self.filter(job=job)
+        if not runs.exists():
+            raise UnknownClaim(f"no claim of job {job!r} exists; {self._known_jobs()}")
+        if window is not None:
+            if not runs.filter(window=window).exists():
+                raise UnknownClaim(
+                    f"job {job!r} has no claim of window {window!r}; {runs._newest_windows()}"
+                )
+            runs = runs.filter(window=window)
+        return runs.active().expire()
+
+    def _known_jobs(self, shown: int = 5) -> str:
+        names = self.order_by("job").values_list("job", flat=True).distinct()
+        jobs = list(names[: shown + 1])
+        if not jobs:
+            return "no job has claimed anything yet"
+        more = ", …" if len(jobs) > shown else ""
+        return f"known jobs: {', '.join(jobs[:shown])}{more}"
+
+    def _newest_windows(self, shown: int = 3) -> str:
+        newest = self.order_by("-claimed_at", "-pk").values_list("window", flat=True)
+        return f"its newest windows: {', '.join(newest[:shown])}"
+
+
+_M = TypeVar("_M", bound=models.Model)
+
+
+class ClaimsDatabaseManager(models.Manager[_M]):
+    """Reads and writes in the claims database, unless told otherwise.
+
+    The claims database is ``JOBCLAIMS["DATABASE"]``, else the router's
+    choice for writes: a claim read from a lagging replica could let a
+    second instance in, or miss a job only the primary has seen.
+    ``using()`` and ``db_manager()`` still choose another.
+    """
+
+    def get_queryset(self) -> models.QuerySet[_M]:
+        return super().get_queryset().using(self.claims_db())
+
+    def claims_db(self) -> str:
+        """The alias this manager reads and writes: the claims database, or
+        the one ``db_manager()`` chose."""
+        return self._db or jobclaims_settings.claims_database(self.model)
+
 
 # Bound to a name first: django-stubs builds the manager's typed methods only
 # from a from_queryset() call assigned at module level.
-_JobRunManagerBase = models.Manager.from_queryset(JobRunQuerySet)
+_JobRunManagerBase = ClaimsDatabaseManager.from_queryset(JobRunQuerySet)
 
 
 class JobRunManager(_JobRunManagerBase["JobRun"]):
+    """The queryset's filters, and the claim: ``claim()`` and ``try_claim()``."""
+
     def claim(
         self,
         job: str,
@@ -115,313 +220,43 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
 
         ``None`` means another holder's lease has not run out, the window
         already succeeded (pass ``force=True`` to run it again) or, unless
-        ``allow_overlap``, a run of another window of the job still holds it.
-        ``schedule`` names how the job's windows are cut ("hourly", see
-        ``jobclaims.windows``), so that windows no instance claimed can be
-        listed later.
+        ``allow_overlap``, a run of another window of the job still holds it;
+        ``try_claim()`` says which. ``schedule`` names how the job's windows
+        are cut ("hourly", see ``jobclaims.windows``), so that windows no
+        instance claimed can be listed later.
 
         Claim outside any transaction, and run the job after this returns: a
         claim that has not committed is invisible to the other instances.
         """
+        outcome = self.try_claim(
+            job, window, lease=lease, force=force, allow_overlap=allow_overlap, schedule=schedule
+        )
+        return None if isinstance(outcome, Refusal) else outcome
+
+    def try_claim(
+        self,
+        job: str,
+        window: str,
+        *,
+        lease: datetime.timedelta,
+        force: bool = False,
+        allow_overlap: bool = False,
+        schedule: str = "",
+    ) -> JobRun | Refusal:
+        """``claim()``, returning the ``Refusal`` instead of ``None``: why the
+        claim was refused, and the row that refused it (its holder, its
+        state, its lease end), read by the statements the claim sent."""
         self.model.validate_claim(job, window, lease, schedule)
-        db = jobclaims_settings.claims_database(self.model)
         new = self.model(
             job=job,
             window=window,
             schedule=schedule,
-            owner=process_owner(),
+            owner=engine.process_owner(),
             holds_job=None if allow_overlap else True,
         )
-        connection = connections[db]
-        connection.ensure_connection()
-        # A commit may wait for a synchronous standby; never forever.
-        with standby.bounded(connection) as watch:
-            try:
-                run, previous_status = self._claim_until_settled(connection, new, lease, force)
-            except DatabaseError as error:
-                if watch.fired:  # Cancelled before it committed anything.
-                    raise standby.claim_not_acknowledged(job, window, None) from error
-                raise
-        if run is None:
-            return None
-        if watch.fired:
-            raise standby.claim_not_acknowledged(job, window, run)
-        events.acquired(run, previous_status)
-        return run
-
-    def _claim_until_settled(
-        self,
-        connection: BaseDatabaseWrapper,
-        new: JobRun,
-        lease: datetime.timedelta,
-        force: bool,
-    ) -> tuple[JobRun | None, str | None]:
-        """Claim, starting again while the database asks for another try.
-
-        A deadlock, a serialization failure or a lock timeout ends a claim's
-        statement or transaction with nothing written (``retries``), and a
-        row in the way that another transaction is writing is not settled
-        yet (``_Unsettled``). Neither says who won, so each try starts from
-        a fresh read of what has committed: the tries together still give
-        one run. Inside the caller's transaction a failed statement may have
-        ended that transaction (MariaDB rolls it all back on a deadlock), so
-        there the error is raised for the caller to retry the whole of it.
-        """
-        waits = retries.pauses()
-        last: Exception
-        while True:
-            try:
-                with connection.cursor() as cursor:
-                    return self._claim_once(cursor, new, lease, force)
-            except _Unsettled as unsettled:
-                last = unsettled
-            except DatabaseError as error:
-                if connection.in_atomic_block or not retries.is_transient(error):
-                    raise
-                last = error
-            pause = next(waits, None)
-            if pause is None:
-                break
-            time.sleep(pause)
-        if isinstance(last, _Unsettled):
-            # A transaction has been writing the row in the way all this
-            # time: whoever it is, it is alive and has the job in hand.
-            with connection.cursor() as cursor:
-                self._skip(cursor, new, last.reason)
-            return None, None
-        raise last
-
-    def _claim_once(
-        self, cursor: CursorWrapper, new: JobRun, lease: datetime.timedelta, force: bool
-    ) -> tuple[JobRun | None, str | None]:
-        if claim_statements(cursor.db).claim_by_insert(cursor, new, lease):
-            return new, None
-        return self._contend(cursor, new, lease, force)
-
-    def _contend(
-        self, cursor: CursorWrapper, new: JobRun, lease: datetime.timedelta, force: bool
-    ) -> tuple[JobRun | None, str | None]:
-        """Claim past the rows in the way, or record a skip and return ``None``s.
-
-        A plain read first: it never waits on a lock, and most refusals (the
-        window is held or done) end here, touching no claim row.
-        """
-        seen = claim_statements(cursor.db).rivals(cursor, new)
-        blocking = [rival for rival in seen if not _is_free(rival, new.window, force)]
-        if blocking:
-            self._skip(cursor, new, _skip_reason(new.window, blocking))
-            return None, None
-        try:
-            run, previous_status = self._take(cursor, new, seen, lease, force)
-        except IntegrityError:
-            # Another instance inserted first: the constraint decided.
-            run, previous_status = None, None
-        if run is None:
-            self._skip(cursor, new, JobSkip.Reason.HELD)
-        return run, previous_status
-
-    def _skip(self, cursor: CursorWrapper, new: JobRun, reason: str) -> None:
-        """Record that this instance stepped aside, in one INSERT.
-
-        The claim rows decided; a skip row is a note for operators, never
-        worth failing the claim for. On SQLite a holder whose job keeps a
-        write transaction open makes the INSERT give up after the busy
-        timeout: the skip is logged, not recorded, and stays a skip.
-        """
-        try:
-            with _savepoint_if_in_transaction(cursor.db.alias):
-                claim_statements(cursor.db).skip(cursor, new, reason)
-        except DatabaseError as error:
-            events.skip_not_recorded(new.job, new.window, reason, error)
-        events.skipped(self.model, new.job, new.window, reason)
-
-    def _take(
-        self,
-        cursor: CursorWrapper,
-        new: JobRun,
-        seen: list[Rival],
-        lease: datetime.timedelta,
-        force: bool,
-    ) -> tuple[JobRun | None, str | None]:
-        """Insert the window's first claim, or take over the rows in its way."""
-        db = cursor.db.alias
-        if not seen:
-            # The window's first claim: there is no row to lock yet, so the
-            # unique constraints settle a race between instances.
-            with _savepoint_if_in_transaction(db):
-                claim_statements(cursor.db).insert(cursor, new, lease)
-            return new, None
-        return self._take_over(cursor, new, seen, lease, force)
-
-    def _take_over(
-        self,
-        cursor: CursorWrapper,
-        new: JobRun,
-        seen: list[Rival],
-        lease: datetime.timedelta,
-        force: bool,
-    ) -> tuple[JobRun | None, str | None]:
-        """Reassign the window's row, and break dead runs' holds on the job.
-
-        Returns the claimed run and the status its row had before (``None``
-        for a new row), or ``(None, None)`` when another contender won.
-        Every write is a compare-and-set that restates its condition, so a
-        contender that read the same rows a moment earlier changes nothing.
-        """
-        db = cursor.db.alias
-        runs = self.using(db)
-        rivals = _rivals(new, force)
-        with _row_lock_transaction(db):
-            # Rows another contender has locked are skipped, not waited for:
-            # that contender is settling them right now.
-            # The cast names the annotation, which django-stubs carries
-            # through the manager's methods but not this queryset's own.
-            rows = cast(
-                "list[WithAnnotations[JobRun, _ReadAt]]",
-                list(
-                    runs.select_for_update(skip_locked=True)
-                    .filter(rivals.contested, rivals.free)
-                    .annotate(db_now=DatabaseNow())
-                ),
-            )
-            locked = {row.window for row in rows}
-            if new.window not in locked and any(rival[0] == new.window for rival in seen):
-                return None, None  # Another contender is taking it over.
-            if any(rival[0] not in locked for rival in seen):
-                # A dead holder read a moment ago is locked by another
-                # transaction, most likely a contender clearing it for its
-                # own claim. Inserting now would wait on that row while the
-                # other waits on ours: a deadlock. Read again once it is done.
-                raise _Unsettled(JobSkip.Reason.OVERLAP)
-            dead_holders = [row.pk for row in rows if row.window != new.window]
-            current = next((row for row in rows if row.window == new.window), None)
-            if dead_holders:
-                runs.filter(rivals.free, pk__in=dead_holders).update(holds_job=None)
-            if current is None:
-                claim_statements(cursor.db).insert(cursor, new, lease)
-                return new, None
-            previous_status = current.status
-            if not self._reassign(current, new, lease, force):
-                return None, None
-        return current, previous_status
-
-    def _reassign(
-        self,
-        current: WithAnnotations[JobRun, _ReadAt],
-        new: JobRun,
-        lease: datetime.timedelta,
-        force: bool,
-    ) -> bool:
-        """Hand ``current`` over to ``new``'s holder, if no one else did first."""
-        changes = {
-            "owner": new.owner,
-            "token": new.token,
-            "status": JobRun.Status.RUNNING,
-            "holds_job": new.holds_job,
-            "claimed_at": current.db_now,
-            "expires_at": current.db_now + lease,
-            "finished_at": None,
-            "error": "",
-        }
-        won = (
-            self.using(current._state.db)
-            .filter(_open_q(force), pk=current.pk, token=current.token)
-            .update(attempt=F("attempt") + 1, **changes)
-        )
-        if not won:
-            return False
-        for name, value in changes.items():
-            setattr(current, name, value)
-        current.attempt += 1
-        return True
-
-
-class _Unsettled(Exception):
-    """A row in the claim's way is being written by another transaction."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class _Rivals:
-    """The rows that can stand in the way of a claim, as SQL conditions."""
-
-    #: The window's own row and, unless overlap is allowed, the job's holder.
-    contested: Q
-    #: True for rows that no longer stand in the way: the window's row if it
-    #: may be taken over, and a holder of another window whose lease ran out.
-    free: Q
-
-
-def _rivals(new: JobRun, force: bool) -> _Rivals:
-    same_window = Q(window=new.window)
-    # Each branch of the OR searches a whole unique index, (job, window) and
-    # (job, holds_job), so the read stays an index lookup however many
-    # finished runs the job has. holds_job is TRUE or NULL: "not NULL" is a
-    # range an index can search, where SQLite writes "= TRUE" as a bare
-    # column that it cannot.
-    contested = Q(job=new.job, window=new.window)
-    if new.holds_job:
-        contested |= Q(job=new.job, holds_job__isnull=False)
-    free = (same_window & _open_q(force)) | (~same_window & Q(expires_at__lte=DatabaseNow()))
-    return _Rivals(contested=contested, free=free)
-
-
-def _is_free(rival: Rival, window: str, force: bool) -> bool:
-    """``_Rivals.free`` for a row already read: the same rule, in Python."""
-    row_window, status, lapsed = rival
-    if row_window != window:
-        return lapsed
-    if force and status == JobRun.Status.SUCCEEDED:
-        return True
-    return status == JobRun.Status.FAILED or (status == JobRun.Status.RUNNING and lapsed)
-
-
-def _skip_reason(window: str, blocking: list[Rival]) -> str:
-    """Why the rows in the way refuse the claim, for signals and logs."""
-    for row_window, status, _lapsed in blocking:
-        if row_window == window:
-            if status == JobRun.Status.SUCCEEDED:
-                return JobSkip.Reason.SUCCEEDED
-            return JobSkip.Reason.HELD
-    return JobSkip.Reason.OVERLAP
-
-
-def _open_q(force: bool) -> Q:
-    """Rows the next instance may take over: failed, dead, or forced."""
-    open_ = Q(status=JobRun.Status.FAILED) | Q(
-        status=JobRun.Status.RUNNING, expires_at__lte=DatabaseNow()
-    )
-    if force:
-        open_ |= Q(status=JobRun.Status.SUCCEEDED)
-    return open_
-
-
-def _savepoint_if_in_transaction(db: str) -> AbstractContextManager[object]:
-    """Keep a conflicting INSERT from breaking the caller's transaction.
-
-    Outside any transaction a lone INSERT is atomic already, and wrapping it
-    in one would cost two more round trips (BEGIN, COMMIT) on every claim,
-    and make the losers of a race wait that much longer on the winner's row.
-    """
-    if connections[db].in_atomic_block:
-        return transaction.atomic(using=db)
-    return nullcontext()
-
-
-def _row_lock_transaction(db: str) -> AbstractContextManager[object]:
-    """A transaction to hold row locks in, where the database has row locks.
-
-    SQLite has none: it ignores FOR UPDATE, and a transaction that reads and
-    then writes fails at once with "database is locked" when another process
-    wrote first. There each statement commits on its own, and the
-    compare-and-set conditions on every write keep the claim exact.
-    """
-    if connections[db].features.has_select_for_update:
-        return transaction.atomic(using=db)
-    return nullcontext()
+        outcome = engine.claim(self, self.claims_db(), new, lease, force)
+        # The engine hands back the row it was given or read from this table.
+        return outcome if isinstance(outcome, Refusal) else cast("JobRun", outcome)
 
 
 class JobRun(models.Model):
@@ -431,10 +266,7 @@ class JobRun(models.Model):
     reused by every takeover, so ``attempt`` counts the holders it had.
     """
 
-    class Status(models.TextChoices):
-        RUNNING = "running", _("running")
-        SUCCEEDED = "succeeded", _("succeeded")
-        FAILED = "failed", _("failed")
+    Status = states.Status
 
     job = models.CharField(_("job"), max_length=200)
     window = models.CharField(_("window"), max_length=64)
@@ -576,7 +408,7 @@ class JobRun(models.Model):
         self.status, self.error, self.holds_job = status, error, None
         # Set by the database clock: loaded from the row if it is read.
         del self.finished_at
-        events.finished(self)
+        events.finished(self, self._stored_finished_at)
         return True
 
     def renew(self, lease: datetime.timedelta, *, until: datetime.datetime | None = None) -> bool:
@@ -661,6 +493,20 @@ class JobRun(models.Model):
             )
         )
 
+    def _stored_finished_at(self) -> datetime.datetime | None:
+        """When this run finished, by the database clock; None once another
+        instance took the window over (a forced rerun, the retry of a
+        failure) and cleared it."""
+        finished_at = (
+            type(self)
+            .objects.using(self._state.db)
+            .filter(pk=self.pk, token=self.token)
+            .values_list("finished_at", flat=True)
+            .first()
+        )
+        self.finished_at = finished_at
+        return finished_at
+
     def _lost_message(self) -> str:
         return (
             f"{self.job} {self.window} is no longer held by {self.owner}: its "
@@ -676,16 +522,15 @@ class JobSkip(models.Model):
     thirty-one losers of a race do not queue on one row to count themselves.
     """
 
-    class Reason(models.TextChoices):
-        HELD = "held", _("another instance held the window")
-        SUCCEEDED = "succeeded", _("the window had already succeeded")
-        OVERLAP = "overlap", _("a run of another window held the job")
+    Reason = states.Reason
 
     job = models.CharField(_("job"), max_length=200)
     window = models.CharField(_("window"), max_length=64)
     owner = models.CharField(_("skipped by"), max_length=255)
     reason = models.CharField(_("reason"), max_length=16, choices=Reason)
     skipped_at = models.DateTimeField(_("skipped at"), db_default=DatabaseNow())
+
+    objects = ClaimsDatabaseManager["JobSkip"]()
 
     class Meta:
         verbose_name = _("job skip")

@@ -30,9 +30,9 @@ from jobclaims.models import JobRun, JobSkip
 
 #: How long each DELETE statement aims to run. Its rows stay locked from its
 #: start to the COMMIT after it, so a claim or release of one of them may
-#: wait that long. A prune's longest DELETE on MariaDB ran four to five
-#: times the aim (its DELETEs wait on page reads and on flushing), so 20 ms
-#: keeps it under 100 ms; see docs/performance.md.
+#: wait that long. The longest DELETE of a prune runs several times the aim
+#: (it waits on page reads and on flushing), which the aim leaves room for;
+#: the measured figures are in docs/performance.md, Prune.
 STATEMENT_BUDGET = datetime.timedelta(milliseconds=20)
 
 #: The most rows one DELETE removes, however quick the ones before it were:
@@ -61,8 +61,7 @@ def prune(
     """
     db = jobclaims_settings.claims_database(JobRun)
     old = (
-        JobRun.objects.using(db)
-        .finished()
+        JobRun.objects.finished()
         .filter(finished_at__lt=database_now(db) - older_than)
         .exclude(pk__in=_guards(db))
     )
@@ -78,7 +77,7 @@ def prune_skips(
 ) -> int:
     """Delete skips recorded ``older_than`` ago; return how many, as ``prune()``."""
     db = jobclaims_settings.claims_database(JobRun)
-    old = JobSkip.objects.using(db).filter(skipped_at__lt=database_now(db) - older_than)
+    old = JobSkip.objects.filter(skipped_at__lt=database_now(db) - older_than)
     return _delete(old, dry_run, batch_size, statement_budget)
 
 
@@ -104,7 +103,7 @@ def _guards(db: str) -> list[int]:
     pruning runs, or gives way to a newer one; either way its window keeps a
     row that says it ran.
     """
-    finished = JobRun.objects.using(db).finished()
+    finished = JobRun.objects.finished()
     groups = list(
         finished.values("job", "schedule")
         .annotate(latest_window=Max("window"), last_claimed_at=Max("claimed_at"))

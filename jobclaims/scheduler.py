@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.management import get_commands, load_command_class
@@ -37,12 +36,10 @@ from django.db import DatabaseError, close_old_connections
 
 from jobclaims import windows
 from jobclaims.clock import database_now
+from jobclaims.commands import JobCommand
 from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, jobclaims_settings
 from jobclaims.models import JobRun
 from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
-
-if TYPE_CHECKING:
-    from jobclaims.commands import JobCommand
 
 #: While children run or fires wait to be caught up, look again this often.
 POLL = 1.0
@@ -59,8 +56,6 @@ ON_A_DAY = datetime.timedelta(days=1)
 
 def scheduled_commands() -> dict[str, JobCommand]:
     """Every management command that is a ``JobCommand`` with a schedule, by name."""
-    from jobclaims.commands import JobCommand
-
     found = {}
     for name, app in sorted(get_commands().items()):
         command = app if isinstance(app, BaseCommand) else load_command_class(app, name)
@@ -302,13 +297,13 @@ class Scheduler:
         return [(refused.fire, refused.key)]
 
     def _claimed(self, job: JobSchedule, key: str) -> bool:
-        return JobRun.objects.using(self.db).filter(job=job.job, window=key).exists()
+        return JobRun.objects.filter(job=job.job, window=key).exists()
 
     def _unclaimed(
         self, job: JobSchedule, now: datetime.datetime
     ) -> list[tuple[datetime.datetime, str]]:
         """Fires since the job's newest claim that no claim holds, oldest first."""
-        runs = JobRun.objects.using(self.db).filter(job=job.job)
+        runs = JobRun.objects.filter(job=job.job)
         newest = runs.order_by("-claimed_at").first()
         if newest is None:
             latest = job.cron.latest_fire(now)

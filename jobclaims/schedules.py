@@ -24,17 +24,14 @@ import datetime
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cronsim import CronSim, CronSimError
 from django.utils import timezone
 
 from jobclaims import windows
+from jobclaims.models import JobRun
 from jobclaims.windows import UTC
-
-if TYPE_CHECKING:
-    from jobclaims.commands import JobCommand
-    from jobclaims.models import JobRun
 
 MICROSECOND = datetime.timedelta(microseconds=1)
 
@@ -147,6 +144,22 @@ class CronSchedule:
         return fire
 
 
+class ScheduledCommand(Protocol):
+    """A ``JobCommand``, as far as its schedule goes; the commands import this module."""
+
+    job_name: str | None
+    window: windows.WindowSpec
+    allow_overlap: bool
+    schedule: str | None
+    misfire: str
+    misfire_deadline: datetime.timedelta | None
+
+    @classmethod
+    def declares_window(cls) -> bool: ...
+
+    def _lease(self, given: datetime.timedelta | None) -> datetime.timedelta: ...
+
+
 @dataclass(frozen=True)
 class JobSchedule:
     """A scheduled job as the scheduler and the operators' views see it."""
@@ -164,7 +177,7 @@ class JobSchedule:
     misfire_deadline: datetime.timedelta | None
 
     @classmethod
-    def of(cls, command: JobCommand, name: str) -> JobSchedule:
+    def of(cls, command: ScheduledCommand, name: str) -> JobSchedule:
         """The schedule of the ``JobCommand`` ``command``, known as ``name``.
 
         Raises ``ValueError`` naming the fix when the job's schedule,
@@ -177,7 +190,7 @@ class JobSchedule:
             command=name,
             job=command.job_name or name,
             cron=CronSchedule(command.schedule),
-            window=windows.resolve(command.window) if declares_window(type(command)) else None,
+            window=windows.resolve(command.window) if command.declares_window() else None,
             lease=command._lease(None),
             allow_overlap=command.allow_overlap,
             misfire=command.misfire,
@@ -255,13 +268,10 @@ def overview(job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3) -> 
     Fires are counted from the job's first claim on, and a fire not yet
     ``ON_TIME`` old is not missed yet.
     """
-    from jobclaims.conf import jobclaims_settings
     from jobclaims.health import job_health
-    from jobclaims.models import JobRun
-    from jobclaims.states import with_state
 
-    runs = JobRun.objects.using(jobclaims_settings.claims_database(JobRun)).filter(job=job.job)
-    last = with_state(runs).order_by("-claimed_at").first()
+    runs = JobRun.objects.filter(job=job.job)
+    last = runs.with_state().order_by("-claimed_at").first()
     first = runs.order_by("claimed_at").first()
     missed: list[str] = []
     caught_up: list[str] = []
@@ -291,18 +301,7 @@ def overview(job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3) -> 
     )
 
 
-def declares_window(command_class: type[JobCommand]) -> bool:
-    """Whether the job sets ``window`` itself, rather than inheriting the default."""
-    from jobclaims.commands import JobCommand
-
-    return any(
-        "window" in vars(klass)
-        for klass in command_class.__mro__
-        if klass is not JobCommand and issubclass(klass, JobCommand)
-    )
-
-
-def problems(command_class: type[JobCommand]) -> list[str]:
+def problems(command_class: type[ScheduledCommand]) -> list[str]:
     """What keeps the job's schedule from being used, as sentences naming the fix."""
     name = command_class.__module__.rpartition(".")[2]
     expression = command_class.schedule
@@ -325,7 +324,7 @@ def problems(command_class: type[JobCommand]) -> list[str]:
         isinstance(deadline, datetime.timedelta) and deadline > datetime.timedelta()
     ):
         found.append(f"{name}: misfire_deadline must be a positive timedelta or None")
-    if declares_window(command_class):
+    if command_class.declares_window():
         try:
             window = windows.resolve(command_class.window)
         except ValueError as error:

@@ -14,20 +14,58 @@ from __future__ import annotations
 
 import datetime
 import functools
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from django.db import DatabaseError, OperationalError, connections
+from django.apps import apps
+from django.db import DatabaseError, NotSupportedError, OperationalError, connections
 
-from jobclaims.clock import as_utc, lease_end_sql, now_sql
+from jobclaims.clock import SQLITE_FORMAT, as_utc, now_sql, sqlite_stamp
+from jobclaims.states import Status
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.backends.utils import CursorWrapper
+    from django.db.models.base import ModelState
 
-    from jobclaims.models import JobRun
 
-#: A row in a claim's way: its window, its status, and whether its lease ended.
-Rival = tuple[str, str, bool]
+class ClaimRow(Protocol):
+    """A ``JobRun``, as the machinery below the models sees it.
+
+    The models send these statements and call the engine, so neither
+    imports them: a ``JobRun`` is this, field for field.
+    """
+
+    pk: Any
+    job: str
+    window: str
+    schedule: str
+    owner: str
+    token: uuid.UUID
+    status: str
+    attempt: int
+    holds_job: bool | None
+    claimed_at: datetime.datetime
+    expires_at: datetime.datetime
+    finished_at: datetime.datetime | None
+    error: str
+    _state: ModelState
+
+
+class Rival(NamedTuple):
+    """A row in a claim's way, as the claim's read found it.
+
+    The datetimes are as the driver returned them (text on SQLite): only a
+    row that refuses the claim is described, and converted, by the engine.
+    """
+
+    window: str
+    status: str
+    owner: str
+    expires_at: Any
+    finished_at: Any
+    #: Whether its lease had ended, by the database clock, when it was read.
+    lapsed: bool
 
 
 def claim_statements(connection: BaseDatabaseWrapper) -> ClaimStatements:
@@ -35,61 +73,70 @@ def claim_statements(connection: BaseDatabaseWrapper) -> ClaimStatements:
     return _written(connection.alias, connection.vendor)
 
 
+def statements_class(vendor: str) -> type[ClaimStatements]:
+    """The statements of the backend ``vendor`` names, as Django names it."""
+    try:
+        return _BY_VENDOR[vendor]
+    except KeyError:
+        raise NotSupportedError(
+            f"jobclaims keeps claims in PostgreSQL, MariaDB/MySQL or SQLite, not in "
+            f"{vendor}; point JOBCLAIMS['DATABASE'] at one of those"
+        ) from None
+
+
 @functools.cache
 def _written(alias: str, vendor: str) -> ClaimStatements:
-    return ClaimStatements(connections[alias])
+    return statements_class(vendor)(connections[alias])
 
 
 class ClaimStatements:
-    """One backend's claim statements, each a single round trip."""
+    """One backend's claim statements, each a single round trip.
+
+    Written here in the SQL every backend shares; a subclass per backend
+    (``connection.vendor``) writes what its database says its own way.
+    """
 
     def __init__(self, connection: BaseDatabaseWrapper):
-        from jobclaims.models import JobRun, JobSkip
-
+        # From the app registry: the models' own methods send these
+        # statements, so this module does not import them.
+        runs = apps.get_model("jobclaims", "JobRun")
+        skips = apps.get_model("jobclaims", "JobSkip")
         now = now_sql(connection)
-        lease_end, self._lease_param = lease_end_sql(connection)
-        galera = _on_galera(connection)
-        self._token = JobRun._meta.get_field("token")
-        run, skip = _Table(connection, JobRun), _Table(connection, JobSkip)
+        lease_end = self._lease_end(now)
+        self._token = runs._meta.get_field("token")
+        run, skip = _Table(connection, runs), _Table(connection, skips)
 
         written = run.names("job", "window", "schedule", "owner", "token", "holds_job")
         stamped = run.names("status", "attempt", "error", "claimed_at", "expires_at")
         columns = f"{run} ({written}, {stamped})"
         # A new claim is running; the value is the model's own, not input.
-        running = f"'{JobRun.Status.RUNNING.value}'"
+        running = f"'{Status.RUNNING.value}'"
         values = f"%s, %s, %s, %s, %s, %s, {running}, 1, '', {now}, {lease_end}"
         key_and_stamps = run.names("id", "claimed_at", "expires_at")
-        self._returning = f" RETURNING {key_and_stamps}"
-        self._insert_unless_taken = _insert_unless_taken(
-            connection.vendor, columns, values, self._returning, galera
-        )
+        returning = f" RETURNING {key_and_stamps}"
+        self._insert_unless_taken = self._unless_taken(columns, values, returning)
         self._insert_run = f"INSERT INTO {columns} VALUES ({values})"
-        self._insert_run_returning = self._insert_run + self._returning
-        if galera:
-            self._insert_run_returning = _galera_trusted(self._insert_run_returning)
+        self._insert_run_returning = self._trusted(self._insert_run + returning)
         self._read_back = (
             f"SELECT {key_and_stamps} FROM {run} "
             f"WHERE {run['job']} = %s AND {run['window']} = %s AND {run['token']} = %s"
         )
 
+        described = run.names("window", "status", "owner", "expires_at", "finished_at")
         window_rows = (
-            f"SELECT {run['window']}, {run['status']}, {run['expires_at']} <= {now} "
+            f"SELECT {described}, {run['expires_at']} <= {now} "
             f"FROM {run} WHERE ({run['job']} = %s AND {run['window']} = %s)"
         )
         # Each side of the OR is a lookup on one of the two unique indexes.
         window_and_holder_rows = (
             f"{window_rows} OR ({run['job']} = %s AND {run['holds_job']} IS NOT NULL)"
         )
-        if galera:
-            window_rows = _galera_causal(window_rows)
-            window_and_holder_rows = _galera_causal(window_and_holder_rows)
-        self._window_rows, self._window_and_holder_rows = window_rows, window_and_holder_rows
+        self._window_rows = self._causal(window_rows)
+        self._window_and_holder_rows = self._causal(window_and_holder_rows)
         skip_columns = f"{skip} ({skip.names('job', 'window', 'owner', 'reason', 'skipped_at')})"
         skip_values = f"%s, %s, %s, %s, {now}"
         self._insert_skip = f"INSERT INTO {skip_columns} VALUES ({skip_values})"
-        self._insert_skip_unflushed = _insert_unflushed(
-            connection.vendor, skip_columns, skip_values
-        )
+        self._insert_skip_unflushed = self._unflushed(skip_columns, skip_values)
         self._release = (
             f"UPDATE {run} SET {run['status']} = %s, {run['error']} = %s, "
             f"{run['holds_job']} = NULL, {run['finished_at']} = {now} "
@@ -97,7 +144,7 @@ class ClaimStatements:
         )
 
     def claim_by_insert(
-        self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
     ) -> bool:
         """Claim with one INSERT, unless a row stands in the way; never wait.
 
@@ -108,7 +155,7 @@ class ClaimStatements:
         and decides, rather than wait for that transaction to end.
 
         Also ``False``, sending nothing, where the INSERT cannot be tried:
-        on SQLite (see ``_insert_unless_taken``), where an INSERT cannot
+        on SQLite (see ``SQLiteStatements``), where an INSERT cannot
         return rows (MySQL), and inside a transaction, to which PostgreSQL's
         lock timeout would last.
         """
@@ -123,7 +170,7 @@ class ClaimStatements:
         try:
             cursor.execute(self._insert_unless_taken, params)
         except OperationalError as error:
-            if _waited(error) or _lost_certification(error):
+            if self._refused_at_once(error):
                 return False
             raise
         row = cursor.fetchone()
@@ -132,15 +179,18 @@ class ClaimStatements:
         self._load(cursor, run, row)
         return True
 
-    def rivals(self, cursor: CursorWrapper, run: JobRun) -> list[Rival]:
+    def rivals(self, cursor: CursorWrapper, run: ClaimRow) -> list[Rival]:
         """The window's row and, unless ``run`` may overlap, the job's holder."""
         if run.holds_job:
             cursor.execute(self._window_and_holder_rows, [run.job, run.window, run.job])
         else:
             cursor.execute(self._window_rows, [run.job, run.window])
-        return [(window, status, bool(lapsed)) for window, status, lapsed in cursor.fetchall()]
+        return [
+            Rival(window, status, owner, expires_at, finished_at, bool(lapsed))
+            for window, status, owner, expires_at, finished_at, lapsed in cursor.fetchall()
+        ]
 
-    def insert(self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta) -> None:
+    def insert(self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta) -> None:
         """Insert ``run``, stamped by the database's clock, and load its key
         and stamps; ``IntegrityError`` when a unique constraint is taken."""
         params = self._insert_params(cursor, run, lease)
@@ -152,7 +202,7 @@ class ClaimStatements:
             cursor.execute(self._read_back, [run.job, run.window, token])
         self._load(cursor, run, cursor.fetchone())
 
-    def skip(self, cursor: CursorWrapper, run: JobRun, reason: str) -> None:
+    def skip(self, cursor: CursorWrapper, run: ClaimRow, reason: str) -> None:
         """Record that ``run``'s would-be holder stepped aside, and why.
 
         A skip is a note for operators, not a decision: the claim rows
@@ -166,7 +216,7 @@ class ClaimStatements:
         statement = self._insert_skip_unflushed if unflushed else self._insert_skip
         cursor.execute(statement, [run.job, run.window, run.owner, str(reason)])
 
-    def release(self, cursor: CursorWrapper, run: JobRun, status: str, error: str) -> bool:
+    def release(self, cursor: CursorWrapper, run: ClaimRow, status: str, error: str) -> bool:
         """End ``run`` with ``status`` if it still holds its claim.
 
         On Galera the UPDATE may be retried by the server when another
@@ -179,30 +229,60 @@ class ClaimStatements:
         return bool(cursor.rowcount == 1)
 
     def _insert_params(
-        self, cursor: CursorWrapper, run: JobRun, lease: datetime.timedelta
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
     ) -> list[Any]:
         token = self._token.get_db_prep_value(run.token, cursor.db)
         written = [run.job, run.window, run.schedule, run.owner, token, run.holds_job]
         return [*written, self._lease_param(lease)]
 
-    def _load(self, cursor: CursorWrapper, run: JobRun, row: tuple[Any, ...]) -> None:
+    def _load(self, cursor: CursorWrapper, run: ClaimRow, row: tuple[Any, ...]) -> None:
         """Give ``run`` the key and clock stamps its INSERT stored."""
         run.pk, claimed_at, expires_at = row
         run.claimed_at, run.expires_at = as_utc(claimed_at), as_utc(expires_at)
         run._state.adding, run._state.db = False, cursor.db.alias
 
+    # What each backend writes its own way.
 
-def _insert_unless_taken(
-    vendor: str, columns: str, values: str, returning: str, galera: bool
-) -> str | None:
-    """An INSERT that does nothing where a unique key is taken, and fails
-    at once, rather than wait, where another transaction holds that key.
+    def _lease_end(self, now: str) -> str:
+        """SQL for ``now`` moved on by a lease, the statement's last parameter."""
+        raise NotImplementedError
 
-    None for SQLite: there an INSERT takes the lock on the whole file even
-    when it inserts nothing, so the losers of a race would queue for it one
-    by one, where a read lets them through together.
-    """
-    if vendor == "postgresql":
+    def _lease_param(self, lease: datetime.timedelta) -> object:
+        """The lease as ``_lease_end()`` takes it."""
+        raise NotImplementedError
+
+    def _unless_taken(self, columns: str, values: str, returning: str) -> str | None:
+        """An INSERT that does nothing where a unique key is taken, and fails
+        at once, rather than wait, where another transaction holds that key;
+        None where there is none."""
+        return None
+
+    def _refused_at_once(self, error: OperationalError) -> bool:
+        """Whether ``error`` is ``_unless_taken()`` refusing to wait."""
+        return False
+
+    def _unflushed(self, columns: str, values: str) -> str:
+        """An INSERT whose own transaction commits without waiting for the
+        disk, where the database allows that per transaction."""
+        return f"INSERT INTO {columns} VALUES ({values})"
+
+    def _trusted(self, statement: str) -> str:
+        """``statement``, sending its rows only once they are committed for good."""
+        return statement
+
+    def _causal(self, statement: str) -> str:
+        """``statement``, reading everything committed before it started."""
+        return statement
+
+
+class PostgreSQLStatements(ClaimStatements):
+    def _lease_end(self, now: str) -> str:
+        return f"{now} + %s"
+
+    def _lease_param(self, lease: datetime.timedelta) -> object:
+        return lease
+
+    def _unless_taken(self, columns: str, values: str, returning: str) -> str:
         # The lock timeout is set for this statement's own transaction, and
         # evaluated before the insert checks the keys. 1 ms: 0 turns it off.
         no_wait = "(SELECT set_config('lock_timeout', '1', true)) AS no_wait"
@@ -210,32 +290,79 @@ def _insert_unless_taken(
             f"INSERT INTO {columns} SELECT {values} FROM {no_wait} "
             f"ON CONFLICT DO NOTHING{returning}"
         )
-    if vendor == "mysql":
+
+    def _refused_at_once(self, error: OperationalError) -> bool:
+        # lock_not_available, from psycopg, then psycopg2.
+        cause = error.__cause__
+        return (getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)) == "55P03"
+
+    def _unflushed(self, columns: str, values: str) -> str:
+        # synchronous_commit can be set for one transaction; set in the
+        # statement, outside any transaction, it lasts for that statement.
+        unflushed = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
+        return f"INSERT INTO {columns} SELECT {values} FROM {unflushed}"
+
+
+class MySQLStatements(ClaimStatements):
+    """MariaDB and MySQL; on a Galera node, statements that make its claims exact."""
+
+    _MICROSECOND = datetime.timedelta(microseconds=1)
+
+    def __init__(self, connection: BaseDatabaseWrapper):
+        self._galera = _on_galera(connection)
+        super().__init__(connection)
+
+    def _lease_end(self, now: str) -> str:
+        return f"{now} + INTERVAL %s MICROSECOND"
+
+    def _lease_param(self, lease: datetime.timedelta) -> object:
+        return lease // self._MICROSECOND
+
+    def _unless_taken(self, columns: str, values: str, returning: str) -> str:
         # MariaDB's per-statement setting; MySQL, which lacks it, also lacks
         # INSERT ... RETURNING, so it never sends this.
         settings = ["innodb_lock_wait_timeout = 0"]
-        if galera:
+        if self._galera:
             settings.append(_GALERA_NO_RETRY)
         return (
             f"SET STATEMENT {', '.join(settings)} FOR "
             f"INSERT IGNORE INTO {columns} VALUES ({values}){returning}"
         )
-    return None
+
+    def _refused_at_once(self, error: OperationalError) -> bool:
+        # ER_LOCK_WAIT_TIMEOUT; or, on Galera, a write another node's beat
+        # in certification, which MariaDB reports as a deadlock (1213):
+        # nothing was written, and a causal read finds the winner's row.
+        cause = error.__cause__
+        code = cause.args[:1] if cause is not None else ()
+        return code == (1205,) or (self._galera and code == (1213,))
+
+    def _trusted(self, statement: str) -> str:
+        return f"SET STATEMENT {_GALERA_NO_RETRY} FOR {statement}" if self._galera else statement
+
+    def _causal(self, statement: str) -> str:
+        return f"SET STATEMENT {_GALERA_CAUSAL} FOR {statement}" if self._galera else statement
 
 
-def _insert_unflushed(vendor: str, columns: str, values: str) -> str:
-    """An INSERT whose own transaction commits without waiting for the disk.
+class SQLiteStatements(ClaimStatements):
+    """SQLite: no INSERT that skips a taken key without waiting. There an
+    INSERT takes the lock on the whole file even when it inserts nothing, so
+    the losers of a race would queue for it one by one, where a read lets
+    them through together."""
 
-    PostgreSQL's ``synchronous_commit`` can be set for one transaction; set
-    in the statement, outside any transaction, it lasts for that statement.
-    MariaDB and SQLite set durability for the whole server or connection
-    only, so there the INSERT is the plain one.
-    """
-    if vendor == "postgresql":
-        unflushed = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
-        return f"INSERT INTO {columns} SELECT {values} FROM {unflushed}"
-    return f"INSERT INTO {columns} VALUES ({values})"
+    def _lease_end(self, now: str) -> str:
+        # The lease moves SQLite's 'now' inside STRFTIME, as a modifier.
+        return sqlite_stamp(SQLITE_FORMAT.replace("%", "%%"), "%s")
 
+    def _lease_param(self, lease: datetime.timedelta) -> object:
+        return f"+{lease.total_seconds():.6f} seconds"
+
+
+_BY_VENDOR: dict[str, type[ClaimStatements]] = {
+    "postgresql": PostgreSQLStatements,
+    "mysql": MySQLStatements,
+    "sqlite": SQLiteStatements,
+}
 
 # Galera: MariaDB whose nodes all take writes, and settle conflicts between
 # them when a transaction commits (certification), not with row locks, which
@@ -263,46 +390,17 @@ def _on_galera(connection: BaseDatabaseWrapper) -> bool:
     the statements it always got. Only MariaDB has the per-statement
     settings that make Galera's claims exact.
     """
-    if connection.vendor != "mysql" or not getattr(connection, "mysql_is_mariadb", False):
+    if not getattr(connection, "mysql_is_mariadb", False):
         return False
     with connection.cursor() as cursor:
         # One round trip; SHOW VARIABLES, which no server refuses, scans
-        # them all and takes thirty times as long.
+        # them all.
         try:
             cursor.execute("SELECT @@GLOBAL.wsrep_on")
         except DatabaseError:  # 1193: a MariaDB built without Galera.
             return False
         (on,) = cursor.fetchone()
     return bool(on)
-
-
-def _galera_trusted(statement: str) -> str:
-    """``statement``, sending its rows only once the cluster committed them."""
-    return f"SET STATEMENT {_GALERA_NO_RETRY} FOR {statement}"
-
-
-def _galera_causal(statement: str) -> str:
-    """``statement``, reading what every node had committed when it started."""
-    return f"SET STATEMENT {_GALERA_CAUSAL} FOR {statement}"
-
-
-def _lost_certification(error: OperationalError) -> bool:
-    """Whether ``error`` is Galera refusing a write another node's beat.
-
-    MariaDB reports it as a deadlock (1213): nothing was written, and the
-    winner's row is, or is about to be, on this node; a causal read finds it.
-    """
-    cause = error.__cause__
-    return cause is not None and cause.args[:1] == (1213,)
-
-
-def _waited(error: OperationalError) -> bool:
-    """Whether ``error`` ended a statement that would have waited on a lock."""
-    cause = error.__cause__
-    # PostgreSQL's lock_not_available (psycopg, then psycopg2), and MariaDB's
-    # ER_LOCK_WAIT_TIMEOUT.
-    code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
-    return code == "55P03" or (cause is not None and cause.args[:1] == (1205,))
 
 
 class _Table:

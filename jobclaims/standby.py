@@ -32,12 +32,11 @@ from django.db import DatabaseError, connections, transaction
 
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import StandbyTimeout
-from jobclaims.sql import claim_statements
+from jobclaims.sql import ClaimRow, claim_statements
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
 
-    from jobclaims.models import JobRun
 
 logger = logging.getLogger("jobclaims")
 
@@ -127,7 +126,7 @@ def bounded(connection: BaseDatabaseWrapper) -> Iterator[Watch]:
         _watchdog.disarm(watch)
 
 
-def claim_not_acknowledged(job: str, window: str, run: JobRun | None) -> StandbyTimeout:
+def claim_not_acknowledged(job: str, window: str, run: ClaimRow | None) -> StandbyTimeout:
     """Record a claim that no standby acknowledged failed, and say why it did not run.
 
     The claim is committed on the primary; marking it failed there, without
@@ -170,7 +169,7 @@ def claim_not_acknowledged(job: str, window: str, run: JobRun | None) -> Standby
     )
 
 
-def warn_if_not_acknowledged(watch: Watch, what: str, run: JobRun) -> None:
+def warn_if_not_acknowledged(watch: Watch, what: str, run: ClaimRow) -> None:
     """Log that ``what`` stands on the primary alone, when its wait was cancelled."""
     if watch.fired:
         logger.warning(

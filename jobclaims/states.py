@@ -1,50 +1,95 @@
-"""The four states an operator sees a claim in, judged by the database's clock.
+"""What a claim row's state lets the next instance do, in Python and in SQL.
 
 The table stores a status (running, succeeded, failed); whether a running
-claim is still held depends on the moment it is looked at. A host's clock may
-disagree with the one the claim engine uses, so the state is computed in SQL
-from ``DatabaseNow()``, never in Python from ``timezone.now()``.
+claim is still held depends on the moment it is looked at, by the database's
+clock. A claim judges the rows it read in Python (``frees``) and writes with
+compare-and-set statements that restate the same rule in SQL (``frees_q``),
+so a row that changed in between is left alone: the two are written here
+side by side, and one test holds them together over every state.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias, TypedDict
+from dataclasses import dataclass
 
 from django.db import models
-from django.db.models import Case, Count, Q, Value, When
+from django.db.models import Case, Q, Value, When
 from django.utils.translation import gettext_lazy as _
 
 from jobclaims.clock import DatabaseNow
-from jobclaims.conf import jobclaims_settings
-from jobclaims.models import JobRun, JobRunQuerySet, Skips
 
-if TYPE_CHECKING:
-    from django_stubs_ext import WithAnnotations
+
+class Status(models.TextChoices):
+    """What a claim row stores: ``JobRun.Status``."""
+
+    RUNNING = "running", _("running")
+    SUCCEEDED = "succeeded", _("succeeded")
+    FAILED = "failed", _("failed")
 
 
 class State(models.TextChoices):
+    """What an operator sees: a running claim is active or expired."""
+
     ACTIVE = "active", _("active")
     EXPIRED = "expired", _("expired")
     SUCCEEDED = "succeeded", _("succeeded")
     FAILED = "failed", _("failed")
 
 
-class StateAnnotations(TypedDict):
-    """What ``with_state()`` annotates on each run."""
+class Reason(models.TextChoices):
+    """Why an instance stepped aside: ``JobSkip.Reason``."""
 
-    state: str
-    db_now: datetime.datetime
-
-
-class Listing(StateAnnotations, Skips):
-    """What a listing of claims shows beside the row: its state and its skips."""
+    HELD = "held", _("another instance held the window")
+    SUCCEEDED = "succeeded", _("the window had already succeeded")
+    OVERLAP = "overlap", _("a run of another window held the job")
 
 
-if TYPE_CHECKING:
-    #: A run as the admin and jobclaims_status list it.
-    ListedRun: TypeAlias = WithAnnotations[JobRun, Listing]
+@dataclass(frozen=True)
+class Refusal:
+    """Why a claim was refused, and the row that refused it.
+
+    The row is described as the claim's own read found it, so saying why
+    costs no statement. Its fields are None when the claim lost a race for
+    a row it never saw committed: another instance inserted or took it over
+    a moment before.
+    """
+
+    job: str
+    window: str
+    reason: Reason
+    #: The refusing row's window: ``window``, or another window's for an overlap.
+    held_window: str | None = None
+    #: Who holds the refusing row (or last held it, for a finished run).
+    owner: str | None = None
+    status: str | None = None
+    expires_at: datetime.datetime | None = None
+    finished_at: datetime.datetime | None = None
+
+    def __str__(self) -> str:
+        if self.owner is None:
+            return "another instance claimed it just now"
+        if self.reason == Reason.OVERLAP:
+            return (
+                f"the {self.held_window} run, held by {self.owner} until "
+                f"{_utc(self.expires_at)}, is still running"
+            )
+        if self.reason == Reason.SUCCEEDED:
+            return f"it already succeeded at {_utc(self.finished_at)}"
+        return f"held by {self.owner} until {_utc(self.expires_at)}"
+
+    def fields(self) -> dict[str, object]:
+        """The refusal as structured log fields."""
+        return {
+            "reason": self.reason.value,
+            "held_window": self.held_window,
+            "holder": self.owner,
+            "held_until": self.expires_at,
+        }
+
+
+def _utc(moment: datetime.datetime | None) -> str:
+    return "?" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
 #: What each state means, in words an operator reads next to its badge.
@@ -55,64 +100,52 @@ MEANINGS = {
     State.FAILED: _("Finished and failed; the next run takes this window over."),
 }
 
-# Each state selects its rows through the queryset's own filters, which the
-# (status, expires_at) index serves, rather than by comparing the computed
-# state: a filter on a CASE expression would read every row.
-_FILTERS: dict[str, Callable[[JobRunQuerySet], JobRunQuerySet]] = {
-    State.ACTIVE: JobRunQuerySet.active,
-    State.EXPIRED: JobRunQuerySet.expired,
-    State.SUCCEEDED: lambda runs: runs.filter(status=JobRun.Status.SUCCEEDED),
-    State.FAILED: lambda runs: runs.filter(status=JobRun.Status.FAILED),
-}
-
-
-def in_state(runs: JobRunQuerySet, state: str) -> JobRunQuerySet:
-    """Narrow ``runs`` to the claims in ``state``."""
-    return _FILTERS[State(state)](runs)
-
 
 def state_expression() -> Case:
     """The state of each row, as SQL evaluated with the database's clock."""
-    running = Q(status=JobRun.Status.RUNNING)
+    running = Q(status=Status.RUNNING)
     held = running & Q(expires_at__gt=DatabaseNow())
     return Case(
         When(held, then=Value(State.ACTIVE.value)),
         When(running, then=Value(State.EXPIRED.value)),
-        When(status=JobRun.Status.SUCCEEDED, then=Value(State.SUCCEEDED.value)),
+        When(status=Status.SUCCEEDED, then=Value(State.SUCCEEDED.value)),
         default=Value(State.FAILED.value),
         output_field=models.CharField(),
     )
 
 
-def with_state(runs: JobRunQuerySet) -> JobRunQuerySet:
-    """Annotate ``state``, and ``db_now`` to measure the lease against."""
-    return runs.annotate(state=state_expression(), db_now=DatabaseNow())
+def may_take_over(status: str, lapsed: bool, force: bool) -> bool:
+    """Whether a window's row may go to the next instance of its job.
 
-
-def claims(*, state: str | None = None, job: str | None = None) -> JobRunQuerySet:
-    """Claims with their state, newest first, optionally of one state or job.
-
-    Read from the database the jobs claim on, never from a lagging replica.
+    It failed, its holder died (still running, its lease run out), or it
+    succeeded and ``force`` asks to run it again.
     """
-    runs = JobRun.objects.using(jobclaims_settings.claims_database(JobRun))
-    if state is not None:
-        runs = in_state(runs, state)
-    if job is not None:
-        runs = runs.filter(job=job)
-    return with_state(runs).order_by("-claimed_at", "-pk")
+    if status == Status.RUNNING:
+        return lapsed
+    return status == Status.FAILED or (force and status == Status.SUCCEEDED)
 
 
-def running_counts() -> dict[str, int]:
-    """How many claims are active and how many expired, in one query.
+def may_take_over_q(force: bool) -> Q:
+    """``may_take_over``, as a condition on rows."""
+    open_ = Q(status=Status.FAILED) | Q(status=Status.RUNNING, expires_at__lte=DatabaseNow())
+    if force:
+        open_ |= Q(status=Status.SUCCEEDED)
+    return open_
 
-    Only running rows are read, through the (status, expires_at) index, so
-    the count stays cheap however many finished rows the table keeps.
+
+def frees(row_window: str, status: str, lapsed: bool, window: str, force: bool) -> bool:
+    """Whether a row read in the way of a claim of ``window`` lets it through.
+
+    The window's own row does if it may be taken over; a run of another
+    window that holds the job does once its lease ran out.
     """
-    now = DatabaseNow()
-    runs = JobRun.objects.using(jobclaims_settings.claims_database(JobRun))
-    return runs.running().aggregate(
-        **{
-            State.ACTIVE.value: Count("pk", filter=Q(expires_at__gt=now)),
-            State.EXPIRED.value: Count("pk", filter=Q(expires_at__lte=now)),
-        }
-    )
+    if row_window != window:
+        return lapsed
+    return may_take_over(status, lapsed, force)
+
+
+def frees_q(window: str, force: bool) -> Q:
+    """``frees``, as a condition on rows."""
+    same_window = Q(window=window)
+    lapsed = Q(expires_at__lte=DatabaseNow())
+    return (same_window & may_take_over_q(force)) | (~same_window & lapsed)

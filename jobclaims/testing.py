@@ -26,12 +26,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.test import TransactionTestCase
 
+from jobclaims import signals
 from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, use_parents_databases
 
 if TYPE_CHECKING:
     from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 
 _START_VARIABLE = "JOBCLAIMS_RACE_START_FD"
+_REPORT_VARIABLE = "JOBCLAIMS_RACE_REPORT_FD"
 _READY = "jobclaims: ready"
 
 
@@ -42,14 +44,18 @@ class InstanceResult:
     returncode: int
     stdout: str
     stderr: str
+    #: What the instance's claims did, in order: "claimed" or "skipped" for
+    #: each, as its claim signals reported them (not its output).
+    claims: tuple[str, ...] = ()
 
     @property
     def outcome(self) -> Literal["ran", "skipped", "failed"]:
-        """Told by the exit status and the skip message, which ``-v 0`` leaves
-        out: race a command at the default verbosity."""
+        """Told by the exit status and the claims: "skipped" when every claim
+        the instance tried was refused, whatever it printed and at any
+        verbosity. A command that claims nothing "ran"."""
         if self.returncode != 0:
             return "failed"
-        if self.stdout.startswith("Skipped "):
+        if self.claims and "claimed" not in self.claims:
             return "skipped"
         return "ran"
 
@@ -76,20 +82,27 @@ class Instance:
         line: StartingLine,
         env: dict[str, str] | None = None,
     ):
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "jobclaims.testing", command, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            pass_fds=[line.read_fd],
-            env={
-                **os.environ,
-                **child_environment(),
-                _START_VARIABLE: str(line.read_fd),
-                **(env or {}),
-            },
-        )
+        # The instance reports its claims on a pipe of their own: its output
+        # is the command's.
+        self._reports, report_fd = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "jobclaims.testing", command, *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                pass_fds=[line.read_fd, report_fd],
+                env={
+                    **os.environ,
+                    **child_environment(),
+                    _START_VARIABLE: str(line.read_fd),
+                    _REPORT_VARIABLE: str(report_fd),
+                    **(env or {}),
+                },
+            )
+        finally:
+            os.close(report_fd)
 
     def wait_ready(self) -> None:
         """Block until the process has set Django up and connected."""
@@ -102,13 +115,19 @@ class Instance:
 
     def finish(self, timeout: float = 60) -> InstanceResult:
         stdout, stderr = self.process.communicate(timeout=timeout)
-        return InstanceResult(self.process.returncode, stdout, stderr)
+        # The process has exited, so its end of the pipe is closed: this
+        # reads to the end of a few short lines.
+        with open(self._reports, closefd=False) as reports:
+            claims = tuple(reports.read().split())
+        return InstanceResult(self.process.returncode, stdout, stderr, claims)
 
     def stop(self) -> None:
-        """Kill the process if it is still running."""
+        """Kill the process if it is still running, and close its report pipe."""
         if self.process.poll() is None:
             self.process.kill()
             self.process.communicate()
+        with contextlib.suppress(OSError):  # Closed already.
+            os.close(self._reports)
 
 
 def start(
@@ -207,10 +226,24 @@ def _run_instance(argv: list[str]) -> None:
     from django.core.management import ManagementUtility
 
     connect_child()
+    _report_claims(int(os.environ[_REPORT_VARIABLE]))
     print(_READY, flush=True)
     # Blocks until the parent closes its end: every instance wakes at once.
     os.read(int(os.environ[_START_VARIABLE]), 1)
     ManagementUtility(["manage.py", *argv]).execute()
+
+
+def _report_claims(fd: int) -> None:
+    """Write "claimed" or "skipped" to ``fd`` as each claim of this process settles."""
+
+    def claimed(**kwargs: Any) -> None:
+        os.write(fd, b"claimed\n")
+
+    def skipped(**kwargs: Any) -> None:
+        os.write(fd, b"skipped\n")
+
+    signals.claim_acquired.connect(claimed, weak=False)
+    signals.claim_skipped.connect(skipped, weak=False)
 
 
 if __name__ == "__main__":

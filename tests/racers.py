@@ -59,7 +59,10 @@ class Racers:
         for process in self.processes:
             assert _pipes(process)[1].readline() == "ready\n"
         os.write(self._trigger_write, b"x" * len(self.processes))
-        return [InstanceResult(**json.loads(_pipes(p)[1].readline())) for p in self.processes]
+        results = [json.loads(_pipes(p)[1].readline()) for p in self.processes]
+        return [
+            InstanceResult(**{**result, "claims": tuple(result["claims"])}) for result in results
+        ]
 
     def close(self) -> None:
         for process in self.processes:
@@ -82,14 +85,20 @@ def _serve() -> None:
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
+    from jobclaims import signals
     from jobclaims.testing import connect_child
 
     connect_child()
+    # What each trial's claims did, as jobclaims.testing's instances report it.
+    claims: list[str] = []
+    signals.claim_acquired.connect(lambda **kwargs: claims.append("claimed"), weak=False)
+    signals.claim_skipped.connect(lambda **kwargs: claims.append("skipped"), weak=False)
     trigger = int(os.environ[_TRIGGER_VARIABLE])
     for line in sys.stdin:
         argv = json.loads(line)
         print("ready", flush=True)
         os.read(trigger, 1)
+        claims.clear()
         out, err = StringIO(), StringIO()
         try:
             call_command(*argv, stdout=out, stderr=err)
@@ -102,7 +111,12 @@ def _serve() -> None:
             # to report it, and to race again.
             err.write(traceback.format_exc())
             returncode = 1
-        result = {"returncode": returncode, "stdout": out.getvalue(), "stderr": err.getvalue()}
+        result = {
+            "returncode": returncode,
+            "stdout": out.getvalue(),
+            "stderr": err.getvalue(),
+            "claims": claims,
+        }
         print(json.dumps(result), flush=True)
 
 

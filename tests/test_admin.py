@@ -18,7 +18,7 @@ from django.urls import reverse
 from jobclaims.admin import JobRunAdmin
 from jobclaims.claiming import claim
 from jobclaims.clock import database_now
-from jobclaims.models import JobRun, JobSkip
+from jobclaims.models import JobRun, JobRunQuerySet, JobSkip
 from jobclaims.states import State
 from jobclaims.windows import resolve
 from tests.factories import claim_fields, claim_in_state
@@ -310,7 +310,7 @@ def test_staff_without_the_view_permission_are_refused_before_any_summary_is_wor
         raise AssertionError("the summary was worked out for a user who may not see it")
 
     monkeypatch.setattr("jobclaims.admin.missed_windows", summary_work)
-    monkeypatch.setattr("jobclaims.admin.states.running_counts", summary_work)
+    monkeypatch.setattr(JobRunQuerySet, "running_counts", summary_work)
     assert client_for(staff()).get(CHANGELIST, query).status_code == 403
 
 

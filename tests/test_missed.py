@@ -9,7 +9,7 @@ from django.test import override_settings
 
 from jobclaims.claiming import claim
 from jobclaims.clock import database_now
-from jobclaims.missed import missed_windows
+from jobclaims.health import missed_windows
 from jobclaims.models import JobRun
 from jobclaims.windows import resolve
 

@@ -57,8 +57,26 @@ def claim_queries() -> Iterator[ClaimQueries]:
 
 def test_the_router_really_sends_reads_to_the_replica():
     with claim_queries() as queries:
-        list(JobRun.objects.all())
+        list(JobRun._base_manager.all())
     assert (len(queries.primary), len(queries.replica)) == (0, 1)
+
+
+def test_the_default_manager_reads_the_claims_database_whatever_the_router_says():
+    with claim_queries() as queries:
+        list(JobRun.objects.all())
+        JobRun.objects.listing().count()
+        JobRun.objects.running_counts()
+    assert queries.replica == []
+    assert len(queries.primary) == 3
+
+
+def test_status_lists_missed_windows_of_every_job_the_primary_has_seen():
+    run_command("charge_ledger", "--window", WINDOW)
+    with claim_queries() as queries:
+        _out, err, status = run_command("jobclaims_status", "--missed")
+    assert status == 0, err
+    assert queries.replica == []
+    assert any("DISTINCT" in sql for sql in queries.primary)
 
 
 def test_a_claim_and_its_release_use_the_primary_only():

@@ -43,12 +43,19 @@ def test_a_claim_its_skip_and_its_outcome_are_signalled(received):
     names = [name for name, _ in received]
     assert names == ["claim_acquired", "claim_skipped", "run_finished", "claim_skipped"]
     assert received[0][1] == {"run": run}
-    assert received[1][1] == {"job": "charge", "window": "w", "reason": "held"}
+    held = received[1][1]
+    assert {key: held[key] for key in ("job", "window", "reason")} == {
+        "job": "charge",
+        "window": "w",
+        "reason": "held",
+    }
+    assert (held["refusal"].owner, held["refusal"].expires_at) == (run.owner, run.expires_at)
     finished = received[2][1]
     assert finished["status"] == "succeeded"
     assert run.finished_at is not None
     assert finished["duration"] == run.finished_at - run.claimed_at
     assert received[3][1]["reason"] == "succeeded"
+    assert received[3][1]["refusal"].finished_at == run.finished_at
 
 
 def test_a_takeover_is_signalled_with_the_status_it_replaced(received):
@@ -62,10 +69,14 @@ def test_a_takeover_is_signalled_with_the_status_it_replaced(received):
 def test_a_skip_for_another_windows_run_says_overlap(received):
     JobRun.objects.claim("charge", "08:00", lease=LEASE)
     JobRun.objects.claim("charge", "09:00", lease=LEASE)
-    assert received[-1] == (
+    name, sent = received[-1]
+    assert (name, sent["job"], sent["window"], sent["reason"]) == (
         "claim_skipped",
-        {"job": "charge", "window": "09:00", "reason": "overlap"},
+        "charge",
+        "09:00",
+        "overlap",
     )
+    assert sent["refusal"].held_window == "08:00"
 
 
 def test_log_records_carry_job_window_owner_and_attempt(caplog):

@@ -41,6 +41,23 @@ def test_each_result_carries_exit_status_and_output(race_command):
     assert skipped.stdout.startswith("Skipped charge_ledger")
 
 
+def test_a_skip_is_told_at_verbosity_0_where_the_command_prints_nothing(race_command):
+    results = race_command(
+        "charge_ledger", "--window", "2026-11-29T10:00", "--hold", "0.3", "-v", "0"
+    )
+    assert sorted(result.outcome for result in results) == ["ran", "skipped"]
+    assert all(result.stdout.startswith("charging") or not result.stdout for result in results)
+    assert_ran_once(results)
+
+
+def test_a_job_that_prints_before_it_claims_is_judged_by_its_claim(race_command):
+    results = race_command(
+        "charge_ledger", "--window", "2026-11-29T10:00", "--hold", "0.3", "--say", "Skipped nothing"
+    )
+    assert sorted(result.outcome for result in results) == ["ran", "skipped"]
+    assert all(result.stdout.startswith("Skipped nothing") for result in results)
+
+
 @pytest.mark.django_db
 def test_an_in_memory_sqlite_database_is_refused_with_the_fix():
     from django.db import connection

@@ -4,7 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from jobclaims.takeover import UnknownClaim, expire_held
+from jobclaims.exceptions import UnknownClaim
+from jobclaims.models import JobRun
 
 
 class Command(BaseCommand):
@@ -21,7 +22,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         job = options["job"]
         try:
-            expired = expire_held(job, options["window"])
+            expired = JobRun.objects.expire_held(job, options["window"])
         except UnknownClaim as error:
             raise CommandError(error) from error
         if not expired:

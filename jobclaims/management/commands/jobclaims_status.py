@@ -6,18 +6,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from jobclaims import durations, states
+from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import job_health
-from jobclaims.missed import missed_windows
+from jobclaims.health import job_health, missed_windows
 from jobclaims.models import JobRun
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import JobOverview, as_document, describe, overview
 from jobclaims.states import State
 
 if TYPE_CHECKING:
-    from jobclaims.states import ListedRun
+    from jobclaims.models import ListedRun
 
 #: ``--check``'s exit status when a job is unhealthy: CRITICAL to Nagios.
 UNHEALTHY = 2
@@ -78,8 +77,8 @@ class Command(BaseCommand):
         if options["check"]:
             self._check(options["job"], options["verbosity"])
             return
-        runs = states.claims(state=options["state"], job=options["job"]).with_skips()
-        # The cast names what claims() and with_skips() annotated, which
+        runs = JobRun.objects.listing(state=options["state"], job=options["job"]).with_skips()
+        # The cast names what listing() and with_skips() annotated, which
         # django-stubs does not carry through JobRunQuerySet's own methods.
         shown = cast(
             "list[ListedRun]", list(runs[: options["limit"]] if options["limit"] else runs)
@@ -101,7 +100,7 @@ class Command(BaseCommand):
             self.stdout.write("\n".join(_table(shown, now)))
         if options["limit"] and len(shown) == options["limit"]:
             self.stdout.write(f"Newest {len(shown)} of {runs.count()} claims; --limit 0 shows all.")
-        counts = states.running_counts()
+        counts = JobRun.objects.running_counts()
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
         for job, windows in missed.items():
             self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")

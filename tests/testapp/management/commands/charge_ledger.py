@@ -16,6 +16,7 @@ class Command(JobCommand):
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
+        parser.add_argument("--say", default="", help="Printed before the claim is tried.")
         parser.add_argument("--hold", type=float, default=0, help="Seconds to keep running.")
         parser.add_argument("--fail", action="store_true", help="Raise after charging.")
         parser.add_argument(
@@ -24,6 +25,11 @@ class Command(JobCommand):
             default=0,
             help="Seconds to keep the charge's transaction open before committing it.",
         )
+
+    def handle(self, *args, say, **options):
+        if say:
+            self.stdout.write(say)
+        super().handle(*args, **options)
 
     def run_job(self, run, *args, hold, fail, hold_transaction, **options):
         with transaction.atomic() if hold_transaction else nullcontext():

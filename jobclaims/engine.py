@@ -1,0 +1,333 @@
+"""The claim engine: how a claim is taken past the rows in its way, or refused.
+
+``JobRun.objects.claim()`` builds the new row and hands it here. Most claims
+are settled by one INSERT; a claim that meets rows reads them once, judges
+them by the takeover rule (``jobclaims.states``), and either takes them over
+with compare-and-set writes or steps aside, saying which row refused it.
+
+The unique constraints are the real guarantee; row locks, where the
+database has them, make contenders skip instead of wait.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import secrets
+import socket
+import time
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError, IntegrityError, connections, transaction
+from django.db.models import F, Manager, Q
+
+from jobclaims import events, retries, standby
+from jobclaims.clock import DatabaseNow, as_utc
+from jobclaims.sql import ClaimRow, Rival, claim_statements
+from jobclaims.states import Reason, Refusal, Status, frees, frees_q, may_take_over_q
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.backends.utils import CursorWrapper
+
+#: A claim taken: the run, and the status its row had before (None for a new row).
+Taken = tuple[ClaimRow, "str | None"]
+
+# Host and pid alone are not unique: every container's first process is pid 1,
+# and pids are reused. A random id drawn once per process settles it.
+_PROCESS_ID = secrets.token_hex(4)
+
+
+def process_owner() -> str:
+    """The name a claim records for its holder: ``host:pid:random-id``."""
+    return f"{socket.gethostname()[:200]}:{os.getpid()}:{_PROCESS_ID}"
+
+
+def claim(
+    runs: Manager[Any], db: str, new: ClaimRow, lease: datetime.timedelta, force: bool
+) -> ClaimRow | Refusal:
+    """Claim ``new``'s window in the database ``db``.
+
+    Returns ``new``, or the window's row that it took over, as stored; or
+    the ``Refusal`` that was recorded as a skip.
+    """
+    job, window = new.job, new.window
+    connection = connections[db]
+    connection.ensure_connection()
+    # A commit may wait for a synchronous standby; never forever.
+    with standby.bounded(connection) as watch:
+        try:
+            outcome = _claim_until_settled(runs, connection, new, lease, force)
+        except DatabaseError as error:
+            if watch.fired:  # Cancelled before it committed anything.
+                raise standby.claim_not_acknowledged(job, window, None) from error
+            raise
+    if isinstance(outcome, Refusal):
+        return outcome
+    run, previous_status = outcome
+    if watch.fired:
+        raise standby.claim_not_acknowledged(job, window, run)
+    events.acquired(run, previous_status)
+    return run
+
+
+def _claim_until_settled(
+    runs: Manager[Any],
+    connection: BaseDatabaseWrapper,
+    new: ClaimRow,
+    lease: datetime.timedelta,
+    force: bool,
+) -> Taken | Refusal:
+    """Claim, starting again while the database asks for another try.
+
+    A deadlock, a serialization failure or a lock timeout ends a claim's
+    statement or transaction with nothing written (``retries``), and a
+    row in the way that another transaction is writing is not settled
+    yet (``_Unsettled``). Neither says who won, so each try starts from
+    a fresh read of what has committed: the tries together still give
+    one run. Inside the caller's transaction a failed statement may have
+    ended that transaction (MariaDB rolls it all back on a deadlock), so
+    there the error is raised for the caller to retry the whole of it.
+    """
+    waits = retries.pauses()
+    last: Exception
+    while True:
+        try:
+            with connection.cursor() as cursor:
+                return _claim_once(runs, cursor, new, lease, force)
+        except _Unsettled as unsettled:
+            last = unsettled
+        except DatabaseError as error:
+            if connection.in_atomic_block or not retries.is_transient(error):
+                raise
+            last = error
+        pause = next(waits, None)
+        if pause is None:
+            break
+        time.sleep(pause)
+    if isinstance(last, _Unsettled):
+        # A transaction has been writing the row in the way all this
+        # time: whoever it is, it is alive and has the job in hand.
+        with connection.cursor() as cursor:
+            return _skip(runs, cursor, new, Refusal(new.job, new.window, last.reason))
+    raise last
+
+
+def _claim_once(
+    runs: Manager[Any],
+    cursor: CursorWrapper,
+    new: ClaimRow,
+    lease: datetime.timedelta,
+    force: bool,
+) -> Taken | Refusal:
+    if claim_statements(cursor.db).claim_by_insert(cursor, new, lease):
+        return new, None
+    return _contend(runs, cursor, new, lease, force)
+
+
+def _contend(
+    runs: Manager[Any],
+    cursor: CursorWrapper,
+    new: ClaimRow,
+    lease: datetime.timedelta,
+    force: bool,
+) -> Taken | Refusal:
+    """Claim past the rows in the way, or record a skip and return why.
+
+    A plain read first: it never waits on a lock, and most refusals (the
+    window is held or done) end here, touching no claim row.
+    """
+    seen = claim_statements(cursor.db).rivals(cursor, new)
+    blocking = [
+        row for row in seen if not frees(row.window, row.status, row.lapsed, new.window, force)
+    ]
+    if blocking:
+        return _skip(runs, cursor, new, _refusal(new, blocking))
+    try:
+        taken = _take(runs, cursor, new, seen, lease, force)
+    except IntegrityError:
+        # Another instance inserted first: the constraint decided.
+        taken = None
+    if taken is None:
+        return _skip(runs, cursor, new, Refusal(new.job, new.window, Reason.HELD))
+    return taken
+
+
+def _refusal(new: ClaimRow, blocking: list[Rival]) -> Refusal:
+    """Why the rows in the way refuse the claim: the window's own row first."""
+    row = min(blocking, key=lambda rival: rival.window != new.window)
+    if row.window != new.window:
+        reason = Reason.OVERLAP
+    elif row.status == Status.SUCCEEDED:
+        reason = Reason.SUCCEEDED
+    else:
+        reason = Reason.HELD
+    finished_at = None if row.finished_at is None else as_utc(row.finished_at)
+    return Refusal(
+        new.job,
+        new.window,
+        reason,
+        held_window=row.window,
+        owner=row.owner,
+        status=row.status,
+        expires_at=as_utc(row.expires_at),
+        finished_at=finished_at,
+    )
+
+
+def _skip(runs: Manager[Any], cursor: CursorWrapper, new: ClaimRow, refusal: Refusal) -> Refusal:
+    """Record that this instance stepped aside, in one INSERT.
+
+    The claim rows decided; a skip row is a note for operators, never
+    worth failing the claim for. On SQLite a holder whose job keeps a
+    write transaction open makes the INSERT give up after the busy
+    timeout: the skip is logged, not recorded, and stays a skip.
+    """
+    try:
+        with _savepoint_if_in_transaction(cursor.db.alias):
+            claim_statements(cursor.db).skip(cursor, new, refusal.reason)
+    except DatabaseError as error:
+        events.skip_not_recorded(new.job, new.window, refusal.reason, error)
+    events.skipped(runs.model, refusal)
+    return refusal
+
+
+def _take(
+    runs: Manager[Any],
+    cursor: CursorWrapper,
+    new: ClaimRow,
+    seen: list[Rival],
+    lease: datetime.timedelta,
+    force: bool,
+) -> Taken | None:
+    """Insert the window's first claim, or take over the rows in its way."""
+    if not seen:
+        # The window's first claim: there is no row to lock yet, so the
+        # unique constraints settle a race between instances.
+        with _savepoint_if_in_transaction(cursor.db.alias):
+            claim_statements(cursor.db).insert(cursor, new, lease)
+        return new, None
+    return _take_over(runs, cursor, new, seen, lease, force)
+
+
+def _take_over(
+    runs: Manager[Any],
+    cursor: CursorWrapper,
+    new: ClaimRow,
+    seen: list[Rival],
+    lease: datetime.timedelta,
+    force: bool,
+) -> Taken | None:
+    """Reassign the window's row, and break dead runs' holds on the job.
+
+    Returns the claimed run and the status its row had before (``None``
+    for a new row), or ``None`` when another contender won. Every write is
+    a compare-and-set that restates the takeover rule, so a contender that
+    read the same rows a moment earlier changes nothing.
+    """
+    db = cursor.db.alias
+    in_db = runs.using(db)
+    free = frees_q(new.window, force)
+    with _row_lock_transaction(db):
+        # Rows another contender has locked are skipped, not waited for:
+        # that contender is settling them right now.
+        rows = list(
+            in_db.select_for_update(skip_locked=True)
+            .filter(_contested(new), free)
+            .annotate(db_now=DatabaseNow())
+        )
+        locked = {row.window for row in rows}
+        if new.window not in locked and any(rival.window == new.window for rival in seen):
+            return None  # Another contender is taking it over.
+        if any(rival.window not in locked for rival in seen):
+            # A dead holder read a moment ago is locked by another
+            # transaction, most likely a contender clearing it for its
+            # own claim. Inserting now would wait on that row while the
+            # other waits on ours: a deadlock. Read again once it is done.
+            raise _Unsettled(Reason.OVERLAP)
+        dead_holders = [row.pk for row in rows if row.window != new.window]
+        current = next((row for row in rows if row.window == new.window), None)
+        if dead_holders:
+            in_db.filter(free, pk__in=dead_holders).update(holds_job=None)
+        if current is None:
+            claim_statements(cursor.db).insert(cursor, new, lease)
+            return new, None
+        previous_status = current.status
+        if not _reassign(in_db, current, new, lease, force):
+            return None
+    return current, previous_status
+
+
+def _contested(new: ClaimRow) -> Q:
+    """The rows that can stand in the way: the window's own and, unless
+    overlap is allowed, the job's holder.
+
+    Each branch of the OR searches a whole unique index, (job, window) and
+    (job, holds_job), so the read stays an index lookup however many
+    finished runs the job has. holds_job is TRUE or NULL: "not NULL" is a
+    range an index can search, where SQLite writes "= TRUE" as a bare
+    column that it cannot.
+    """
+    contested = Q(job=new.job, window=new.window)
+    if new.holds_job:
+        contested |= Q(job=new.job, holds_job__isnull=False)
+    return contested
+
+
+def _reassign(
+    in_db: Any, current: Any, new: ClaimRow, lease: datetime.timedelta, force: bool
+) -> bool:
+    """Hand ``current`` over to ``new``'s holder, if no one else did first."""
+    changes = {
+        "owner": new.owner,
+        "token": new.token,
+        "status": Status.RUNNING,
+        "holds_job": new.holds_job,
+        "claimed_at": current.db_now,
+        "expires_at": current.db_now + lease,
+        "finished_at": None,
+        "error": "",
+    }
+    won = in_db.filter(may_take_over_q(force), pk=current.pk, token=current.token).update(
+        attempt=F("attempt") + 1, **changes
+    )
+    if not won:
+        return False
+    for name, value in changes.items():
+        setattr(current, name, value)
+    current.attempt += 1
+    return True
+
+
+class _Unsettled(Exception):
+    """A row in the claim's way is being written by another transaction."""
+
+    def __init__(self, reason: Reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _savepoint_if_in_transaction(db: str) -> AbstractContextManager[object]:
+    """Keep a conflicting INSERT from breaking the caller's transaction.
+
+    Outside any transaction a lone INSERT is atomic already, and wrapping it
+    in one would cost two more round trips (BEGIN, COMMIT) on every claim,
+    and make the losers of a race wait that much longer on the winner's row.
+    """
+    if connections[db].in_atomic_block:
+        return transaction.atomic(using=db)
+    return nullcontext()
+
+
+def _row_lock_transaction(db: str) -> AbstractContextManager[object]:
+    """A transaction to hold row locks in, where the database has row locks.
+
+    SQLite has none: it ignores FOR UPDATE, and a transaction that reads and
+    then writes fails at once with "database is locked" when another process
+    wrote first. There each statement commits on its own, and the
+    compare-and-set conditions on every write keep the claim exact.
+    """
+    if connections[db].features.has_select_for_update:
+        return transaction.atomic(using=db)
+    return nullcontext()
