@@ -23,10 +23,10 @@ from django.utils.translation import ngettext
 from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import missed_windows
+from jobclaims.health import checked_overview, missed_windows
 from jobclaims.models import JobRun, JobRunQuerySet
 from jobclaims.scheduler import schedule_of
-from jobclaims.schedules import describe, overview
+from jobclaims.schedules import describe
 from jobclaims.states import MEANINGS, State
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class JobRunAdmin(admin.ModelAdmin):
             summary["missed_job"], summary["missed_windows"] = job, missed_windows(job)
             if (scheduled := schedule_of(job)) is not None:
                 now = database_now(jobclaims_settings.claims_database(JobRun))
-                summary["job_schedule"] = describe(overview(scheduled, now))
+                summary["job_schedule"] = describe(checked_overview(scheduled, now))
         page.update({key: value for key, value in summary.items() if key not in given})
         return response
 

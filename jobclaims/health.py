@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.utils import timezone
 
@@ -32,7 +32,7 @@ from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun, JobRunQuerySet
 from jobclaims.scheduler import schedule_of
-from jobclaims.schedules import JobSchedule, overview
+from jobclaims.schedules import JobOverview, JobSchedule, overview
 from jobclaims.windows import from_name
 
 #: At most this many failed runs in a row are counted.
@@ -227,3 +227,11 @@ def _scheduled(job: str) -> JobSchedule | None:
     """``job``'s schedule, if its fires are windows of their own."""
     scheduled = schedule_of(job)
     return scheduled if scheduled is not None and scheduled.window is None else None
+
+
+def checked_overview(job: JobSchedule, now: datetime.datetime) -> JobOverview:
+    """``job``'s overview, with what is wrong with it, for the operators' views."""
+    view = overview(job, now)
+    if view.last_run is None:
+        return view
+    return replace(view, problems=job_health(job.job)[0].problems)

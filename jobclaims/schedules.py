@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from cronsim import CronSim, CronSimError
@@ -254,8 +254,8 @@ class JobOverview:
     missed: list[str]
     #: Keys of recent fires claimed later than ``ON_TIME``: caught up.
     caught_up: list[str]
-    #: What is wrong with the job ("overdue: ...", "failed: ..."), as ``jobclaims.health`` says.
-    problems: list[str]
+    #: What is wrong with the job ("overdue: ...", "failed: ..."): see ``health.checked_overview``.
+    problems: list[str] = field(default_factory=list)
 
 
 #: The overview looks back this many fires.
@@ -268,8 +268,6 @@ def overview(job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3) -> 
     Fires are counted from the job's first claim on, and a fire not yet
     ``ON_TIME`` old is not missed yet.
     """
-    from jobclaims.health import job_health
-
     runs = JobRun.objects.filter(job=job.job)
     last = runs.with_state().order_by("-claimed_at").first()
     first = runs.order_by("claimed_at").first()
@@ -297,7 +295,6 @@ def overview(job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3) -> 
         last_run=last,
         missed=missed,
         caught_up=caught_up,
-        problems=job_health(job.job)[0].problems if first is not None else [],
     )
 
 

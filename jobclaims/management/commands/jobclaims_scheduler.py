@@ -7,9 +7,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
+from jobclaims.health import checked_overview
 from jobclaims.models import JobRun
 from jobclaims.scheduler import Scheduler, scheduled_jobs
-from jobclaims.schedules import JobSchedule, describe, overview
+from jobclaims.schedules import JobSchedule, describe
 
 
 def _at_least_one(text: str) -> int:
@@ -60,7 +61,7 @@ class Command(BaseCommand):
         if options["list"]:
             now = database_now(jobclaims_settings.claims_database(JobRun))
             for job in jobs:
-                self.stdout.write(describe(overview(job, now)))
+                self.stdout.write(describe(checked_overview(job, now)))
             if not jobs:
                 self.stdout.write("No job has a schedule: set schedule on a JobCommand.")
             return

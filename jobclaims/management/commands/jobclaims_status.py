@@ -9,10 +9,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import job_health, missed_windows
+from jobclaims.health import checked_overview, job_health, missed_windows
 from jobclaims.models import JobRun
 from jobclaims.scheduler import scheduled_jobs
-from jobclaims.schedules import JobOverview, as_document, describe, overview
+from jobclaims.schedules import JobOverview, as_document, describe
 from jobclaims.states import State
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class Command(BaseCommand):
 
 def _overviews(job: str | None, now: Any) -> list[JobOverview]:
     """The overview of each scheduled job (of ``job`` alone, if given)."""
-    return [overview(each, now) for each in scheduled_jobs() if job in (None, each.job)]
+    return [checked_overview(each, now) for each in scheduled_jobs() if job in (None, each.job)]
 
 
 def _missed(job: str | None) -> dict[str, list[str]]:
