@@ -1,0 +1,101 @@
+"""Waiting for a dead holder's lease: read_refusal() and claim(wait=...)."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+
+from jobclaims.claiming import claim, claimed, window_key
+from jobclaims.exceptions import NotClaimed
+from jobclaims.models import JobRun
+from jobclaims.refusals import read_refusal
+from jobclaims.states import State
+from tests.factories import claim_in_state
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+KEY = "2026-11-29T10:00"
+WINDOW = "2026-11-29T10:00+00:00"
+SECOND = datetime.timedelta(seconds=1)
+
+
+def dead_holder(lease: datetime.timedelta) -> JobRun:
+    """A claim that no one renews or releases: its process died just now."""
+    run = JobRun.objects.claim("sync_ledger", WINDOW, lease=lease, schedule="hourly")
+    assert run is not None
+    return run
+
+
+def test_a_refusal_by_a_succeeded_window_waits_for_nothing():
+    claim_in_state(State.SUCCEEDED, job="sync_ledger", window=WINDOW)
+    refusal = read_refusal("sync_ledger", WINDOW)
+    assert (refusal.reason, refusal.held_until) == ("succeeded", None)
+    assert refusal.pause_until(refusal.read_at + datetime.timedelta(days=1)) is None
+
+
+def test_a_refusal_by_a_holder_says_when_its_lease_ends():
+    holder = dead_holder(datetime.timedelta(minutes=5))
+    refusal = read_refusal("sync_ledger", WINDOW)
+    assert (refusal.reason, refusal.held_until) == ("held", holder.expires_at)
+    assert "until" in str(refusal)
+
+
+def test_a_refusal_by_a_run_of_another_window_is_an_overlap_until_its_lease_ends():
+    holder = dead_holder(datetime.timedelta(minutes=5))
+    refusal = read_refusal("sync_ledger", "2026-11-29T11:00+00:00")
+    assert (refusal.reason, refusal.held_until) == ("overlap", holder.expires_at)
+    assert read_refusal("sync_ledger", "2026-11-29T11:00+00:00", allow_overlap=True).reason == (
+        "held"
+    )
+
+
+def test_a_claim_that_may_wait_takes_the_window_over_when_the_dead_holders_lease_ends():
+    dead_holder(SECOND)
+    began = time.monotonic()
+    with claim("sync_ledger", window="hourly", key=KEY, wait=5 * SECOND) as run:
+        assert run.attempt == 2
+    assert time.monotonic() - began < 4
+    assert JobRun.objects.get().status == "succeeded"
+
+
+def test_a_claim_does_not_wait_for_a_lease_that_ends_after_its_wait():
+    dead_holder(datetime.timedelta(minutes=5))
+    began = time.monotonic()
+    with (
+        pytest.raises(NotClaimed),
+        claim("sync_ledger", window="hourly", key=KEY, wait=5 * SECOND),
+    ):
+        pass
+    assert time.monotonic() - began < 1
+
+
+def test_a_claim_without_wait_skips_a_dead_holder_at_once():
+    dead_holder(SECOND)
+    with pytest.raises(NotClaimed), claim("sync_ledger", window="hourly", key=KEY):
+        pass
+    assert JobRun.objects.get().attempt == 1
+
+
+def test_a_claimed_function_may_wait_too():
+    @claimed("sync_ledger", window="hourly", wait=5 * SECOND)
+    def sync_ledger() -> str:
+        return "synced"
+
+    dead = JobRun.objects.claim("sync_ledger", window_key("hourly"), lease=SECOND)
+    assert dead is not None
+    assert sync_ledger() == "synced"
+    assert JobRun.objects.get().attempt == 2
+
+
+@pytest.mark.parametrize("wait", [datetime.timedelta(0), -SECOND, 5])
+def test_a_wait_that_is_not_a_positive_timedelta_is_refused_before_anything_is_written(wait):
+    with (
+        pytest.raises(ValueError, match="wait must be a positive timedelta"),
+        claim("sync_ledger", key=KEY, wait=wait),
+    ):
+        pass
+    with pytest.raises(ValueError, match="wait must be a positive timedelta"):
+        claimed("sync_ledger", wait=wait)
+    assert not JobRun.objects.exists()
