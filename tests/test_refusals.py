@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import time
 
 import pytest
@@ -99,3 +100,20 @@ def test_a_wait_that_is_not_a_positive_timedelta_is_refused_before_anything_is_w
     with pytest.raises(ValueError, match="wait must be a positive timedelta"):
         claimed("sync_ledger", wait=wait)
     assert not JobRun.objects.exists()
+
+
+def test_a_refusal_logs_one_line_at_info_and_nothing_at_warning(caplog):
+    claim_in_state(State.SUCCEEDED, job="sync_ledger", window=WINDOW)
+
+    @claimed("sync_ledger", window="hourly")
+    def sync_ledger() -> str:
+        return "synced"
+
+    with caplog.at_level(logging.DEBUG, logger="jobclaims"):
+        with pytest.raises(NotClaimed), claim("sync_ledger", window="hourly", key=KEY):
+            pass
+        JobRun.objects.filter(job="sync_ledger").update(window=window_key("hourly"))
+        assert sync_ledger() is None
+    loud = [record for record in caplog.records if record.levelno >= logging.INFO]
+    assert [record.levelno for record in loud] == [logging.INFO, logging.INFO]
+    assert all(record.getMessage().endswith(": succeeded") for record in loud), loud
