@@ -1,4 +1,4 @@
-"""Waiting for a dead holder's lease: read_refusal() and claim(wait=...)."""
+"""Waiting for a dead holder's lease: read_refusal(), claim(wait=...) and --wait."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from jobclaims.exceptions import NotClaimed
 from jobclaims.models import JobRun
 from jobclaims.refusals import read_refusal
 from jobclaims.states import State
+from tests.conftest import run_command
 from tests.factories import claim_in_state
+from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger
+from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -117,3 +120,27 @@ def test_a_refusal_logs_one_line_at_info_and_nothing_at_warning(caplog):
     loud = [record for record in caplog.records if record.levelno >= logging.INFO]
     assert [record.levelno for record in loud] == [logging.INFO, logging.INFO]
     assert all(record.getMessage().endswith(": succeeded") for record in loud), loud
+
+
+def test_a_job_run_with_wait_takes_over_the_window_of_a_run_that_died():
+    JobRun.objects.claim("charge_ledger", WINDOW, lease=SECOND)
+    out, err, status = run_command("charge_ledger", "--window", WINDOW, "--wait", "5")
+    assert status == 0, err
+    assert f"Claimed charge_ledger {WINDOW} (attempt 2)" in out
+    assert Charge.objects.count() == 1
+
+
+def test_a_job_run_with_wait_skips_a_window_held_longer_than_its_wait():
+    JobRun.objects.claim("charge_ledger", WINDOW, lease=datetime.timedelta(minutes=5))
+    out, _, status = run_command("charge_ledger", "--window", WINDOW, "--wait", "1")
+    assert status == 0
+    assert out.startswith(f"Skipped charge_ledger {WINDOW}: held by ")
+    assert not Charge.objects.exists()
+
+
+@pytest.mark.parametrize("wait", ["0", "-1", "nan", "inf", "soon"])
+def test_a_bad_wait_option_is_refused_and_nothing_is_written(wait, capsys):
+    with pytest.raises(SystemExit):
+        ChargeLedger().run_from_argv(["manage.py", "charge_ledger", "--wait", wait])
+    assert "argument --wait: " in capsys.readouterr().err
+    assert not JobRun.objects.exists()
