@@ -224,8 +224,18 @@ def test_a_claimed_task_with_a_bad_window_is_refused_as_it_is_defined():
 
     from jobclaims.contrib.celery import ClaimedTask
 
-    @shared_task(name="tests.bad_window", base=ClaimedTask, claim_window="hourl")
     def bad_window() -> None: ...
 
+    # A shared task is created when first used, or at once by a ready app.
     with pytest.raises(ValueError, match="unknown window 'hourl'"):
-        bad_window.run  # noqa: B018  # A shared task is created when first used.
+        shared_task(name="tests.bad_window", base=ClaimedTask, claim_window="hourl")(bad_window).run  # noqa: B018
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claimed_task_run_eagerly_or_called_returns_none_when_refused():
+    from tests.celeryapp import slow
+
+    assert slow.apply(args=[0.0]).get() == JobRun.objects.get().window
+    assert slow.apply(args=[0.0]).get() is None
+    assert slow(0.0) is None
+    assert Charge.objects.filter(step=1).count() == 1

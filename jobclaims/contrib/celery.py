@@ -149,8 +149,8 @@ class ClaimedTask(Task):
         if deadline is None:
             deadline = refusal.read_at + (self.claim_wait or lease)
         pause = refusal.pause_until(deadline)
-        if self.request.called_directly:
-            return None  # Called as a function: no queue to come back through.
+        if self.request.called_directly or self.request.is_eager:
+            return None  # Called as a function, or by apply(): no queue to come back through.
         if pause is not None:
             raise self.retry(
                 countdown=pause.total_seconds(),
