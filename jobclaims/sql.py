@@ -84,11 +84,13 @@ class ClaimStatements:
             window_rows = _galera_causal(window_rows)
             window_and_holder_rows = _galera_causal(window_and_holder_rows)
         self._window_rows, self._window_and_holder_rows = window_rows, window_and_holder_rows
-        skip_columns = f"{skip} ({skip.names('job', 'window', 'owner', 'reason', 'skipped_at')})"
-        skip_values = f"%s, %s, %s, %s, {now}"
-        self._insert_skip = f"INSERT INTO {skip_columns} VALUES ({skip_values})"
-        self._insert_skip_unflushed = _insert_unflushed(
-            connection.vendor, skip_columns, skip_values
+        skipped = skip.names("job", "window", "owner", "reason", "count", "skipped_at")
+        skip_columns = f"{skip} ({skipped})"
+        skip_values = f"%s, %s, %s, %s, 1, {now}"
+        counted = _counted_again(connection.vendor, skip)
+        self._insert_skip = f"INSERT INTO {skip_columns} VALUES ({skip_values}){counted}"
+        self._insert_skip_unflushed = (
+            _insert_unflushed(connection.vendor, skip_columns, skip_values) + counted
         )
         self._release = (
             f"UPDATE {run} SET {run['status']} = %s, {run['error']} = %s, "
@@ -153,7 +155,7 @@ class ClaimStatements:
         self._load(cursor, run, cursor.fetchone())
 
     def skip(self, cursor: CursorWrapper, run: JobRun, reason: str) -> None:
-        """Record that ``run``'s would-be holder stepped aside, and why.
+        """Count that ``run``'s would-be holder stepped aside, and why.
 
         A skip is a note for operators, not a decision: the claim rows
         decide. Outside a transaction it does not wait for the disk where
@@ -221,6 +223,26 @@ def _insert_unless_taken(
             f"INSERT IGNORE INTO {columns} VALUES ({values}){returning}"
         )
     return None
+
+
+def _counted_again(vendor: str, skip: _Table) -> str:
+    """What makes a skip's INSERT count one more on the row its reason has.
+
+    Each skip of a window for a reason lands on one row, so rows grow with
+    windows, not with duplicates. The statement waits only for another
+    skip's own statement on that row, never for a claim row.
+    """
+    count, owner, skipped_at = skip["count"], skip["owner"], skip["skipped_at"]
+    if vendor == "mysql":
+        return (
+            f" ON DUPLICATE KEY UPDATE {count} = {count} + 1, "
+            f"{owner} = VALUES({owner}), {skipped_at} = VALUES({skipped_at})"
+        )
+    key = skip.names("job", "window", "reason")
+    return (
+        f" ON CONFLICT ({key}) DO UPDATE SET {count} = {skip}.{count} + 1, "
+        f"{owner} = EXCLUDED.{owner}, {skipped_at} = EXCLUDED.{skipped_at}"
+    )
 
 
 def _insert_unflushed(vendor: str, columns: str, values: str) -> str:
