@@ -144,8 +144,9 @@ def claimed(
 
     When the claim is refused the function is not called and the call
     returns ``None``. ``job`` defaults to the function's dotted name.
-    ``wait`` is ``claim()``'s. For a Celery task use
-    ``jobclaims.contrib.celery.ClaimedTask`` instead, which names the job
+    ``wait`` is ``claim()``'s. Under Django's ``@task`` it goes below the
+    task decorator, so the task runs the claimed function. For a Celery task
+    use ``jobclaims.contrib.celery.ClaimedTask`` instead, which names the job
     after the task and keeps Celery's retries and redeliveries working.
     """
 
