@@ -10,10 +10,12 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
+import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError, connections
 
@@ -55,6 +57,7 @@ def claim(
     force: bool = False,
     allow_overlap: bool = False,
     max_run_time: datetime.timedelta | None = None,
+    wait: datetime.timedelta | None = None,
 ) -> Iterator[JobRun]:
     """Run the block as the only holder of ``job``'s current window.
 
@@ -70,16 +73,20 @@ def claim(
     ``key`` claims an explicit window instead of the current one; ``lease``
     defaults to ``JOBCLAIMS["DEFAULT_LEASE"]``. With ``max_run_time`` the
     lease is not renewed past that long after the claim (see ``holding()``).
-    A bad window, lease or maximum run time raises ``ValueError`` naming the
-    fix, before anything is written.
+    With ``wait``, a claim refused by a run whose lease ends within ``wait``
+    waits for that end and tries again, for a runner that retries a run that
+    died (see ``claim_waiting()``). A bad window, lease, maximum run time or
+    wait raises ``ValueError`` naming the fix, before anything is written.
     """
     if lease is None:
         lease = jobclaims_settings.default_lease
     validate_max_run_time(max_run_time)
+    validate_wait(wait)
     slot = window_key(window, key)
-    run = JobRun.objects.try_claim(
+    run = claim_waiting(
         job,
         slot,
+        wait,
         lease=lease,
         force=force,
         allow_overlap=allow_overlap,
@@ -91,6 +98,43 @@ def claim(
         yield run
 
 
+def claim_waiting(
+    job: str,
+    window: str,
+    wait: datetime.timedelta | None,
+    *,
+    lease: datetime.timedelta,
+    allow_overlap: bool = False,
+    **options: Any,
+) -> JobRun | Refusal:
+    """Claim ``window``, waiting up to ``wait`` for the run in its way to let go.
+
+    A runner that retries (a Kubernetes Job's ``backoffLimit``, a task
+    queue's redelivery) may retry a run that died before its lease ran out;
+    skipping then would lose the window, since no later instance of it comes.
+    The refusal names the lease in the way: while it ends within ``wait`` of
+    the first refusal, by the database clock, the claim sleeps until then
+    and tries again. A live holder renews its lease, so the wait ends at
+    ``wait`` however long it runs. Returns the last refusal when the window
+    succeeded, or the wait would outlast ``wait``.
+    """
+    deadline = None
+    while True:
+        run = JobRun.objects.try_claim(
+            job, window, lease=lease, allow_overlap=allow_overlap, **options
+        )
+        if not isinstance(run, Refusal):
+            return run
+        if wait is None:
+            return run
+        now = database_now(jobclaims_settings.claims_database(JobRun))
+        deadline = deadline or now + wait
+        pause = run.pause(now, deadline)
+        if pause is None:
+            return run
+        time.sleep(pause.total_seconds())
+
+
 def claimed(
     job: str | None = None,
     *,
@@ -98,24 +142,26 @@ def claimed(
     lease: datetime.timedelta | None = None,
     allow_overlap: bool = False,
     max_run_time: datetime.timedelta | None = None,
+    wait: datetime.timedelta | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R | None]]:
     """Decorate a function so it runs at most once per window.
 
     When the claim is refused the function is not called and the call
     returns ``None``. ``job`` defaults to the function's dotted name.
-    Put it under a task decorator, so the task runs the claimed function::
-
-        @shared_task
-        @claimed(window="hourly")
-        def sync_ledger(): ...
+    ``wait`` is ``claim()``'s. Under Django's ``@task`` it goes below the
+    task decorator, so the task runs the claimed function. For a Celery task
+    use ``jobclaims.contrib.celery.ClaimedTask`` instead, which names the job
+    after the task and keeps Celery's retries and redeliveries working.
     """
 
     # Checked as the module that uses it is imported, not at the first call.
     resolve(window)
     if lease is not None and (problem := leases.problem(lease)):
         raise ValueError(f"lease {problem}")
+    validate_wait(wait)
 
     def decorate(function: Callable[P, R]) -> Callable[P, R | None]:
+        refuse_a_task(function)
         name = job or f"{function.__module__}.{function.__qualname__}"
 
         @functools.wraps(function)
@@ -127,6 +173,7 @@ def claimed(
                     lease=lease,
                     allow_overlap=allow_overlap,
                     max_run_time=max_run_time,
+                    wait=wait,
                 ):
                     return function(*args, **kwargs)
             except NotClaimed as refused:
@@ -137,6 +184,38 @@ def claimed(
         return wrapper
 
     return decorate
+
+
+def refuse_a_task(function: object) -> None:
+    """Refuse to wrap a task object: its runner would never call the wrapper.
+
+    Above ``@shared_task`` or ``@task``, ``@claimed`` would wrap the task
+    object, while the worker runs the task its registry holds, by name:
+    unclaimed, on every beat.
+    """
+    kind = type(function)
+    celery = sys.modules.get("celery")
+    if celery is not None and (
+        isinstance(function, celery.Task) or kind.__module__ == "celery.local"
+    ):
+        raise TypeError(
+            "@claimed cannot wrap a Celery task: the worker would run the task "
+            "unclaimed. Make it a claimed task instead: "
+            "@shared_task(base=jobclaims.contrib.celery.ClaimedTask, claim_window=...)"
+        )
+    if kind.__module__.startswith(("django.tasks", "django_tasks")):
+        raise TypeError(
+            "@claimed cannot wrap a Django task: the worker would run the task "
+            "unclaimed. Put @claimed under @task, so the task runs the claimed function"
+        )
+
+
+def validate_wait(wait: datetime.timedelta | None) -> None:
+    """Refuse a wait that is not a positive timedelta (or ``None``)."""
+    if wait is None:
+        return
+    if not isinstance(wait, datetime.timedelta) or wait <= datetime.timedelta():
+        raise ValueError(f"wait must be a positive timedelta, or None not to wait, not {wait!r}")
 
 
 def validate_max_run_time(max_run_time: datetime.timedelta | None) -> None:
@@ -154,6 +233,7 @@ def holding(
     run: JobRun,
     lease: datetime.timedelta,
     max_run_time: datetime.timedelta | None = None,
+    keep_on: tuple[type[BaseException], ...] = (),
 ) -> Iterator[JobRun]:
     """Hold ``run``'s claim while the block runs, then record how it ended.
 
@@ -164,11 +244,17 @@ def holding(
     lost meanwhile nothing is recorded over the new holder, and ``ClaimLost``
     is raised. Stop signals are held back while the outcome is recorded (see
     ``jobclaims.stopping``).
+
+    An exception of a type in ``keep_on`` ends the block and leaves the claim
+    running, its lease no longer renewed: a task queue's retry, which comes
+    back to the window as the same holder (``jobclaims.contrib.celery``).
     """
     try:
         with Heartbeat(run, lease, max_run_time):
             yield run
     except ClaimLost:
+        raise
+    except keep_on:
         raise
     except BaseException as error:
         with stops_held_back():

@@ -14,7 +14,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from jobclaims import leases, retries, schedules, windows
-from jobclaims.claiming import holding, validate_max_run_time, window_key
+from jobclaims.claiming import claim_waiting, holding, validate_max_run_time, window_key
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings, use_parents_databases
 from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
@@ -47,6 +47,19 @@ def positive_seconds(text: str) -> datetime.timedelta:
     if not seconds > 0 or not (lease := datetime.timedelta(seconds=seconds)):
         raise argparse.ArgumentTypeError(f"the lease must be above 0 seconds, not {text}")
     return lease
+
+
+def wait_seconds(text: str) -> datetime.timedelta:
+    """argparse type for ``--wait``: a positive, finite number of seconds."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < seconds < leases.MAX_LEASE.total_seconds():
+        raise argparse.ArgumentTypeError(
+            f"the wait must be above 0 seconds and below {leases.MAX_LEASE.days} days, not {text}"
+        )
+    return datetime.timedelta(seconds=seconds)
 
 
 class JobCommand(BaseCommand):
@@ -107,6 +120,16 @@ class JobCommand(BaseCommand):
             help="How long the claim lasts; renewed while the job runs.",
         )
         parser.add_argument(
+            "--wait",
+            type=wait_seconds,
+            metavar="SECONDS",
+            help=(
+                "If a run whose lease ends within this long holds the window, wait "
+                "for its end and take the window over, instead of skipping (for a "
+                "retried Kubernetes Job: the run it retries may have died)."
+            ),
+        )
+        parser.add_argument(
             "--force",
             action="store_true",
             help="Run the window again even if it already succeeded.",
@@ -149,9 +172,10 @@ class JobCommand(BaseCommand):
         window = self._window_key(options["window_key"])
         try:
             validate_max_run_time(self.max_run_time)
-            run = JobRun.objects.try_claim(
+            run: JobRun | Refusal = claim_waiting(
                 job,
                 window,
+                options.get("wait"),
                 lease=lease,
                 force=options["force"],
                 allow_overlap=self.allow_overlap,

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias, TypedDict, TypeVar, cast
 
 from django.db import DatabaseError, connections, models, transaction
-from django.db.models import Count, F, Max, OuterRef, Q, Subquery
+from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
@@ -111,7 +111,11 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
 
     def with_skips(self) -> JobRunQuerySet:
         """Annotate ``skips`` and ``last_skipped_at``: the instances that
-        stepped aside for each run since it claimed its window."""
+        stepped aside for each run since it claimed its window.
+
+        A reason's count covers the whole window: after a takeover it also
+        holds the skips the earlier holder saw, once a skip follows it.
+        """
         since_claim = JobSkip.objects.filter(
             job=OuterRef("job"),
             window=OuterRef("window"),
@@ -119,7 +123,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         ).values("job")
         return self.annotate(
             skips=Coalesce(
-                Subquery(since_claim.annotate(n=Count("pk")).values("n")),
+                Subquery(since_claim.annotate(n=Sum("count")).values("n")),
                 0,
             ),
             last_skipped_at=Subquery(since_claim.annotate(last=Max("skipped_at")).values("last")),
@@ -515,29 +519,38 @@ class JobRun(models.Model):
 
 
 class JobSkip(models.Model):
-    """An instance that stepped aside instead of running, and why.
+    """Instances that stepped aside for one window of a job, for one reason.
 
-    Skips have a table of their own, written with one INSERT: no claim row is
-    locked or updated, so recording a skip never slows the holder, and
-    thirty-one losers of a race do not queue on one row to count themselves.
+    One row per job, window and reason, however many instances stepped
+    aside: each skip adds one to ``count`` and leaves its owner and time as
+    the last. Two beats sending a task every second would otherwise add a
+    row per duplicate, 150,000 a day (docs/performance.md). Skips have a
+    table of their own, written with one statement that never touches a
+    claim row, so recording a skip never slows the holder.
     """
 
     Reason = states.Reason
 
     job = models.CharField(_("job"), max_length=200)
     window = models.CharField(_("window"), max_length=64)
-    owner = models.CharField(_("skipped by"), max_length=255)
+    owner = models.CharField(_("last skipped by"), max_length=255)
     reason = models.CharField(_("reason"), max_length=16, choices=Reason)
-    skipped_at = models.DateTimeField(_("skipped at"), db_default=DatabaseNow())
+    count = models.PositiveIntegerField(_("times skipped"), default=1)
+    skipped_at = models.DateTimeField(_("last skipped at"), db_default=DatabaseNow())
 
     objects = ClaimsDatabaseManager["JobSkip"]()
 
     class Meta:
         verbose_name = _("job skip")
         verbose_name_plural = _("job skips")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "window", "reason"], name="jobclaims_skip_window_reason_uniq"
+            ),
+        ]
         indexes = [
             models.Index(fields=["job", "window", "skipped_at"], name="jobclaims_skip_window_idx"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.job} {self.window} skipped by {self.owner}"
+        return f"{self.job} {self.window} skipped {self.count} times, last by {self.owner}"

@@ -133,10 +133,12 @@ class ClaimStatements:
         )
         self._window_rows = self._causal(window_rows)
         self._window_and_holder_rows = self._causal(window_and_holder_rows)
-        skip_columns = f"{skip} ({skip.names('job', 'window', 'owner', 'reason', 'skipped_at')})"
-        skip_values = f"%s, %s, %s, %s, {now}"
-        self._insert_skip = f"INSERT INTO {skip_columns} VALUES ({skip_values})"
-        self._insert_skip_unflushed = self._unflushed(skip_columns, skip_values)
+        skipped = skip.names("job", "window", "owner", "reason", "count", "skipped_at")
+        skip_columns = f"{skip} ({skipped})"
+        skip_values = f"%s, %s, %s, %s, 1, {now}"
+        counted = self._counted_again(skip)
+        self._insert_skip = f"INSERT INTO {skip_columns} VALUES ({skip_values}){counted}"
+        self._insert_skip_unflushed = self._unflushed(skip_columns, skip_values) + counted
         self._release = (
             f"UPDATE {run} SET {run['status']} = %s, {run['error']} = %s, "
             f"{run['holds_job']} = NULL, {run['finished_at']} = {now} "
@@ -203,7 +205,7 @@ class ClaimStatements:
         self._load(cursor, run, cursor.fetchone())
 
     def skip(self, cursor: CursorWrapper, run: ClaimRow, reason: str) -> None:
-        """Record that ``run``'s would-be holder stepped aside, and why.
+        """Count that ``run``'s would-be holder stepped aside, and why.
 
         A skip is a note for operators, not a decision: the claim rows
         decide. Outside a transaction it does not wait for the disk where
@@ -265,6 +267,20 @@ class ClaimStatements:
         """An INSERT whose own transaction commits without waiting for the
         disk, where the database allows that per transaction."""
         return f"INSERT INTO {columns} VALUES ({values})"
+
+    def _counted_again(self, skip: _Table) -> str:
+        """What makes a skip's INSERT count one more on the row its reason has.
+
+        Each skip of a window for a reason lands on one row, so rows grow
+        with windows, not with duplicates. The statement waits only for
+        another skip's own statement on that row, never for a claim row.
+        """
+        count, owner, skipped_at = skip["count"], skip["owner"], skip["skipped_at"]
+        key = skip.names("job", "window", "reason")
+        return (
+            f" ON CONFLICT ({key}) DO UPDATE SET {count} = {skip}.{count} + 1, "
+            f"{owner} = EXCLUDED.{owner}, {skipped_at} = EXCLUDED.{skipped_at}"
+        )
 
     def _trusted(self, statement: str) -> str:
         """``statement``, sending its rows only once they are committed for good."""
@@ -336,6 +352,13 @@ class MySQLStatements(ClaimStatements):
         cause = error.__cause__
         code = cause.args[:1] if cause is not None else ()
         return code == (1205,) or (self._galera and code == (1213,))
+
+    def _counted_again(self, skip: _Table) -> str:
+        count, owner, skipped_at = skip["count"], skip["owner"], skip["skipped_at"]
+        return (
+            f" ON DUPLICATE KEY UPDATE {count} = {count} + 1, "
+            f"{owner} = VALUES({owner}), {skipped_at} = VALUES({skipped_at})"
+        )
 
     def _trusted(self, statement: str) -> str:
         return f"SET STATEMENT {_GALERA_NO_RETRY} FOR {statement}" if self._galera else statement

@@ -78,6 +78,23 @@ class Refusal:
             return f"it already succeeded at {_utc(self.finished_at)}"
         return f"held by {self.owner} until {_utc(self.expires_at)}"
 
+    def pause(
+        self, now: datetime.datetime, deadline: datetime.datetime
+    ) -> datetime.timedelta | None:
+        """How long a claim that may wait until ``deadline`` waits before it
+        tries again, judged at the database time ``now``; ``None``: give up.
+
+        It gives up when the window succeeded, or when the lease in the way
+        ends after ``deadline`` (a live holder renews its lease). A row it
+        did not see committed is tried again at once.
+        """
+        if self.reason == Reason.SUCCEEDED:
+            return None
+        ends = self.expires_at or now
+        if ends > deadline:
+            return None
+        return max(ends - now, datetime.timedelta()) + AFTER_THE_LEASE
+
     def fields(self) -> dict[str, object]:
         """The refusal as structured log fields."""
         return {
@@ -86,6 +103,11 @@ class Refusal:
             "holder": self.owner,
             "held_until": self.expires_at,
         }
+
+
+#: A waiting claim comes back this long after the lease in its way ends, so
+#: the database's clock has passed that end when it tries again.
+AFTER_THE_LEASE = datetime.timedelta(milliseconds=200)
 
 
 def _utc(moment: datetime.datetime | None) -> str:

@@ -168,8 +168,10 @@ def test_the_list_says_when_leases_end_and_how_long_runs_took(operator, active):
 
 
 def test_the_list_counts_the_instances_that_stepped_aside_for_each_run(operator, active):
-    for owner in ("web-2:7:aa", "web-3:8:bb"):
-        JobSkip.objects.create(job=active.job, window=active.window, owner=owner, reason="held")
+    # Two instances stepped aside: one row counts both, and names the last.
+    JobSkip.objects.create(
+        job=active.job, window=active.window, owner="web-3:8:bb", reason="held", count=2
+    )
     response = operator.get(CHANGELIST)
     assert '<td class="field-skipped">2</td>' in response.text
     detail = operator.get(detail_url(active)).text

@@ -140,3 +140,11 @@ def test_a_django_task_runs_its_claimed_work_once_per_window():
         second = nightly_export.enqueue()
     assert (first.return_value, second.return_value) == ("exported", None)
     assert JobRun.objects.get().job == "nightly_export"
+
+
+def test_claimed_above_a_django_task_is_refused_naming_the_fix():
+    pytest.importorskip("django.tasks", reason="django.tasks arrived in Django 6.0")
+    from tests.testapp.tasks import unclaimed_export
+
+    with pytest.raises(TypeError, match="Put @claimed under @task"):
+        claimed("export", window="daily")(unclaimed_export)

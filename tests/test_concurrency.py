@@ -13,7 +13,7 @@ import signal
 
 import pytest
 
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, JobSkip
 from jobclaims.testing import Instance, StartingLine, race, start
 from tests.factories import stored_with_skips
 from tests.helpers import outcomes, wait_until
@@ -39,6 +39,10 @@ def test_eight_instances_released_together_charge_once():
     assert outcomes(results) == {"ran": 1, "skipped": 7}, results
     assert Charge.objects.count() == 1
     assert stored_with_skips().skips == 7
+    # The seven losers counted themselves on a row per reason, none lost.
+    counts = dict(JobSkip.objects.values_list("reason", "count"))
+    assert sum(counts.values()) == 7
+    assert set(counts) <= {"held", "succeeded"}
 
 
 def test_two_windows_of_one_job_released_together_run_one():

@@ -52,7 +52,7 @@ def skip(window: str, age: datetime.timedelta) -> JobSkip:
 
 
 def test_prune_deletes_old_finished_claims_and_old_skips_and_says_how_many(history):
-    skip("2026-10-01", 40 * DAY), skip("2026-10-01", 31 * DAY)
+    skip("2026-10-01", 40 * DAY), skip("2026-10-02", 31 * DAY)
     recent = skip("2026-11-28", DAY)
     out, _, status = run_command("jobclaims_prune", "--older-than", "30d")
     assert (out, status) == ("Deleted 3 finished claims and 2 skips.\n", 0)

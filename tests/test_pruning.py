@@ -123,7 +123,7 @@ def test_old_skips_are_pruned_in_batches_and_recent_ones_kept():
     for days in (40, 35, 31, 29):
         JobSkip.objects.create(
             job="nightly",
-            window="2026-09-01",
+            window=f"2026-09-{days}",
             owner="web-2:77:feedf00d",
             reason=JobSkip.Reason.HELD,
             skipped_at=now - days * DAY,

@@ -70,21 +70,20 @@ def test_three_schedulers_run_every_fire_once_even_when_one_is_killed():
     assert max(charges.values()) == 1
     assert {run.attempt for run in runs.values()} == {1}
 
-    # Each fire's skips come from the other hosts up then, each once.
+    # Each fire's skips come from the other hosts up then, each once: one row
+    # per reason counts them, and names the last.
     owners = {run.owner for run in runs.values()} | set(
         JobSkip.objects.values_list("owner", flat=True)
     )
     killed = {owner for owner in owners if owner.split(":")[1] == str(hosts[0].process.pid)}
     for key, run in runs.items():
-        skippers = list(
-            JobSkip.objects.filter(job="tick", window=key).values_list("owner", flat=True)
-        )
-        assert run.owner not in skippers
-        assert len(skippers) == len(set(skippers))
+        skips = list(JobSkip.objects.filter(job="tick", window=key))
+        last_skippers = {skip.owner for skip in skips}
+        assert run.owner not in last_skippers
         fire = datetime.datetime.fromisoformat(key)
         if abs((fire - killed_at).total_seconds()) < 2:
             continue  # The killed host may or may not have looked at this one.
-        up = owners if fire < killed_at else owners - killed
+        others = (owners if fire < killed_at else owners - killed) - {run.owner}
         # A host still running the previous fire's job leaves this one to the others.
         busy = {
             other.owner
@@ -92,7 +91,8 @@ def test_three_schedulers_run_every_fire_once_even_when_one_is_killed():
             if other.owner != run.owner
             and other.claimed_at < fire < (other.finished_at or stopped_at)
         }
-        assert set(skippers) | {run.owner} | busy == up, key
+        assert last_skippers <= others, key
+        assert len(others - busy) <= sum(skip.count for skip in skips) <= len(others), key
 
 
 def nightly_runs(name: str) -> list[str]:

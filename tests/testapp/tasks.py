@@ -9,3 +9,9 @@ from jobclaims.claiming import claimed
 @claimed("nightly_export", window="daily")
 def nightly_export() -> str:
     return "exported"
+
+
+@task
+def unclaimed_export() -> str:
+    """A task that tests/test_claiming.py tries to wrap in @claimed, the wrong way round."""
+    return "exported"

@@ -1,0 +1,83 @@
+"""A Celery project for tests/test_celery.py: its app, beat schedule and tasks.
+
+The test starts real ``celery beat`` and ``celery worker`` processes with
+``-A tests.celeryapp``, on a Redis of its own (``TESTS_CELERY_REDIS``) and
+the test database the race kit names. ``tick`` is sent every second by
+each beat, and claimed per window of ``TICK_WINDOW``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+
+import django
+from celery import Celery, shared_task
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+django.setup()
+
+from jobclaims.conf import use_parents_databases  # noqa: E402  # Needs Django set up.
+
+# The test databases the race kit names; the worker forks its pool after
+# this, so nothing is connected yet (a connection must not be shared).
+use_parents_databases()
+
+from jobclaims.contrib.celery import ClaimedTask  # noqa: E402  # Needs Django set up.
+from tests.testapp.models import Charge  # noqa: E402
+
+redis = os.environ.get("TESTS_CELERY_REDIS", "redis://127.0.0.1:6379")
+app = Celery("tests", broker=f"{redis}/0", backend=f"{redis}/1")
+app.conf.update(
+    beat_schedule={"tick": {"task": "tests.tick", "schedule": 1.0}},
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+)
+
+TICK_WINDOW = datetime.timedelta(seconds=2)
+
+
+@shared_task(
+    name="tests.tick",
+    base=ClaimedTask,
+    bind=True,
+    claim_window=TICK_WINDOW,
+    claim_lease=TICK_WINDOW,
+)
+def tick(self: ClaimedTask) -> str:
+    run = self.claimed_run
+    Charge.objects.create(job=run.job, window=run.window, pid=os.getpid(), attempt=run.attempt)
+    return run.window
+
+
+@shared_task(
+    name="tests.slow",
+    base=ClaimedTask,
+    bind=True,
+    claim_window="hourly",
+    claim_lease=datetime.timedelta(seconds=3),
+    acks_late=True,
+    reject_on_worker_lost=True,
+)
+def slow(self: ClaimedTask, seconds: float) -> str:
+    """Mark that it started (step 0), work ``seconds``, then mark it finished (1)."""
+    run = self.claimed_run
+    fields = {"job": run.job, "window": run.window, "pid": os.getpid(), "attempt": run.attempt}
+    Charge.objects.create(**fields, step=0)
+    time.sleep(seconds)
+    Charge.objects.create(**fields, step=1)
+    return run.window
+
+
+@shared_task(name="tests.retried", base=ClaimedTask, bind=True, claim_window="hourly")
+def retried(self: ClaimedTask) -> int:
+    """Ask Celery for one retry, then succeed."""
+    run = self.claimed_run
+    Charge.objects.create(job=run.job, window=run.window, pid=os.getpid(), attempt=run.attempt)
+    if self.request.retries == 0:
+        raise self.retry(countdown=0.5)
+    return run.attempt
