@@ -59,12 +59,19 @@ def process_owner() -> str:
 
 
 def claim(
-    runs: Manager[Any], db: str, new: ClaimRow, lease: datetime.timedelta, force: bool
+    runs: Manager[Any],
+    db: str,
+    new: ClaimRow,
+    lease: datetime.timedelta,
+    force: bool,
+    details: bool = True,
 ) -> ClaimRow | Refusal:
     """Claim ``new``'s window in the database ``db``.
 
     Returns ``new``, or the window's row that it took over, as stored; or
-    the ``Refusal`` that was recorded as a skip.
+    the ``Refusal`` that was recorded as a skip. Without ``details`` the
+    refusal may name only its reason, not the row that refused the claim,
+    which saves the loser of a race one statement.
     """
     job, window = new.job, new.window
     connection = connections[db]
@@ -72,7 +79,7 @@ def claim(
     # A commit may wait for a synchronous standby; never forever.
     with standby.bounded(connection) as watch:
         try:
-            outcome = _claim_until_settled(runs, connection, new, lease, force)
+            outcome = _claim_until_settled(runs, connection, new, lease, force, details)
         except DatabaseError as error:
             if watch.fired:  # Cancelled before it committed anything.
                 raise standby.claim_not_acknowledged(job, window, None) from error
@@ -92,6 +99,7 @@ def _claim_until_settled(
     new: ClaimRow,
     lease: datetime.timedelta,
     force: bool,
+    details: bool,
 ) -> Taken | Refusal:
     """Claim, starting again while the database asks for another try.
 
@@ -109,7 +117,7 @@ def _claim_until_settled(
     while True:
         try:
             with connection.cursor() as cursor:
-                return _claim_once(runs, cursor, new, lease, force)
+                return _claim_once(runs, cursor, new, lease, force, details)
         except _Unsettled as unsettled:
             last = unsettled
         except DatabaseError as error:
@@ -134,9 +142,17 @@ def _claim_once(
     new: ClaimRow,
     lease: datetime.timedelta,
     force: bool,
+    details: bool,
 ) -> Taken | Refusal:
-    if claim_statements(cursor.db).claim_by_insert(cursor, new, lease):
+    statements = claim_statements(cursor.db)
+    if statements.claim_by_insert(cursor, new, lease):
         return new, None
+    if not details and not force and (reason := statements.skip_if_blocked(cursor, new)):
+        # The INSERT met a row, and the skip found it refusing: two
+        # statements for a loser that needs no more than the reason.
+        refusal = Refusal(new.job, new.window, Reason(reason))
+        events.skipped(runs.model, refusal)
+        return refusal
     return _contend(runs, cursor, new, lease, force)
 
 

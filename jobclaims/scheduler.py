@@ -40,6 +40,7 @@ from jobclaims.commands import JobCommand
 from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, jobclaims_settings
 from jobclaims.models import JobRun
 from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
+from jobclaims.states import Refusal
 
 #: While children run or fires wait to be caught up, look again this often.
 POLL = 1.0
@@ -319,13 +320,16 @@ class Scheduler:
         return [(fire, key) for fire, key in fires if key not in claimed]
 
     def _claim(self, job: JobSchedule, key: str) -> JobRun | None:
-        return JobRun.objects.claim(
+        # A losing host says nothing of its refusals: it needs no details.
+        run = JobRun.objects.try_claim(
             job.job,
             key,
             lease=min(job.lease, START_LEASE),
             allow_overlap=job.allow_overlap,
             schedule=job.recorded_schedule,
+            details=False,
         )
+        return None if isinstance(run, Refusal) else run
 
     def _start(self, job: JobSchedule, fire: datetime.datetime, run: JobRun) -> None:
         """Start the job's process under ``run``, or record the claim failed."""

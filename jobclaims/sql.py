@@ -21,7 +21,7 @@ from django.apps import apps
 from django.db import DatabaseError, NotSupportedError, OperationalError, connections
 
 from jobclaims.clock import SQLITE_FORMAT, as_utc, now_sql, sqlite_stamp
-from jobclaims.states import Status
+from jobclaims.states import Reason, Status
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -139,6 +139,10 @@ class ClaimStatements:
         counted = self._counted_again(skip)
         self._insert_skip = f"INSERT INTO {skip_columns} VALUES ({skip_values}){counted}"
         self._insert_skip_unflushed = self._unflushed(skip_columns, skip_values) + counted
+        self._skip_if_blocked = {
+            holder: self._skip_if_rows_block(run, skip, now, counted, holder)
+            for holder in (True, False)
+        }
         self._release = (
             f"UPDATE {run} SET {run['status']} = %s, {run['error']} = %s, "
             f"{run['holds_job']} = NULL, {run['finished_at']} = {now} "
@@ -218,6 +222,25 @@ class ClaimStatements:
         statement = self._insert_skip_unflushed if unflushed else self._insert_skip
         cursor.execute(statement, [run.job, run.window, run.owner, str(reason)])
 
+    def skip_if_blocked(self, cursor: CursorWrapper, run: ClaimRow) -> str | None:
+        """Count a skip if a committed row refuses ``run``'s claim, in one
+        statement, and return its reason; ``None`` if no row refuses it.
+
+        For a claim that needs only the reason of a refusal, not the row
+        (a scheduler that lost a fire): the read that would say who holds
+        the window and the skip's own INSERT, in one round trip. Not sent,
+        returning ``None``, where it cannot be (see ``_skip_if_rows_block``).
+        The rule is ``states.frees`` without ``force``.
+        """
+        statement = self._skip_if_blocked[bool(run.holds_job)]
+        if statement is None or cursor.db.in_atomic_block:
+            return None
+        job, window = run.job, run.window
+        rivals = [job, window, job] if run.holds_job else [job, window]
+        cursor.execute(statement, [job, window, run.owner, window, *rivals, window, window, window])
+        row = cursor.fetchone()
+        return None if row is None else str(row[0])
+
     def release(self, cursor: CursorWrapper, run: ClaimRow, status: str, error: str) -> bool:
         """End ``run`` with ``status`` if it still holds its claim.
 
@@ -282,6 +305,49 @@ class ClaimStatements:
             f"{owner} = EXCLUDED.{owner}, {skipped_at} = EXCLUDED.{skipped_at}"
         )
 
+    def _skip_if_rows_block(
+        self, run: _Table, skip: _Table, now: str, counted: str, holder: bool
+    ) -> str | None:
+        """``skip_if_blocked()``'s statement: the skip's INSERT selecting from
+        the rows in the claim's way the one that refuses it, if any, and
+        returning the reason. ``None`` here: SQLite reads first anyway (its
+        INSERT locks the whole file), and a Galera node orders an INSERT's
+        read after the cluster's writes only when told for INSERTs too."""
+        return None
+
+    def _blocked_skip_statement(
+        self, run: _Table, skip: _Table, now: str, counted: str, holder: bool
+    ) -> str:
+        """The SQL of ``_skip_if_rows_block()`` for the databases that send it."""
+        w, status, expires = (f"r.{run[name]}" for name in ("window", "status", "expires_at"))
+        running, succeeded = f"'{Status.RUNNING.value}'", f"'{Status.SUCCEEDED.value}'"
+        rivals = f"(r.{run['job']} = %s AND {w} = %s)"
+        if holder:
+            rivals += f" OR (r.{run['job']} = %s AND r.{run['holds_job']} IS NOT NULL)"
+        # Not states.frees (force aside): the window's live or succeeded
+        # row, or another window's live holder.
+        blocking = (
+            f"({w} = %s AND (({status} = {running} AND {expires} > {now}) "
+            f"OR {status} = {succeeded})) OR ({w} <> %s AND {expires} > {now})"
+        )
+        reason = (
+            f"CASE WHEN {w} <> %s THEN '{Reason.OVERLAP.value}' "
+            f"WHEN {status} = {succeeded} THEN '{Reason.SUCCEEDED.value}' "
+            f"ELSE '{Reason.HELD.value}' END"
+        )
+        columns = skip.names("job", "window", "owner", "reason", "count", "skipped_at")
+        return (
+            f"INSERT INTO {skip} ({columns}) SELECT %s, %s, %s, {reason}, 1, {now} "
+            f"FROM {run} r{self._unflushed_source()} WHERE ({rivals}) AND ({blocking}) "
+            # The window's own row first, as the refusal it would read names.
+            f"ORDER BY {w} <> %s LIMIT 1{counted} RETURNING {skip['reason']}"
+        )
+
+    def _unflushed_source(self) -> str:
+        """A source to join that makes the statement's transaction commit
+        without waiting for the disk, where one exists (see ``_unflushed``)."""
+        return ""
+
     def _trusted(self, statement: str) -> str:
         """``statement``, sending its rows only once they are committed for good."""
         return statement
@@ -315,8 +381,18 @@ class PostgreSQLStatements(ClaimStatements):
     def _unflushed(self, columns: str, values: str) -> str:
         # synchronous_commit can be set for one transaction; set in the
         # statement, outside any transaction, it lasts for that statement.
-        unflushed = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
-        return f"INSERT INTO {columns} SELECT {values} FROM {unflushed}"
+        return f"INSERT INTO {columns} SELECT {values} FROM {_UNFLUSHED}"
+
+    def _skip_if_rows_block(
+        self, run: _Table, skip: _Table, now: str, counted: str, holder: bool
+    ) -> str:
+        return self._blocked_skip_statement(run, skip, now, counted, holder)
+
+    def _unflushed_source(self) -> str:
+        return f", {_UNFLUSHED}"
+
+
+_UNFLUSHED = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
 
 
 class MySQLStatements(ClaimStatements):
@@ -326,6 +402,7 @@ class MySQLStatements(ClaimStatements):
 
     def __init__(self, connection: BaseDatabaseWrapper):
         self._galera = _on_galera(connection)
+        self._returns_from_insert = connection.features.can_return_columns_from_insert
         super().__init__(connection)
 
     def _lease_end(self, now: str) -> str:
@@ -359,6 +436,14 @@ class MySQLStatements(ClaimStatements):
             f" ON DUPLICATE KEY UPDATE {count} = {count} + 1, "
             f"{owner} = VALUES({owner}), {skipped_at} = VALUES({skipped_at})"
         )
+
+    def _skip_if_rows_block(
+        self, run: _Table, skip: _Table, now: str, counted: str, holder: bool
+    ) -> str | None:
+        # MySQL has no INSERT ... RETURNING; MariaDB has, since 10.5.
+        if self._galera or not self._returns_from_insert:
+            return None
+        return self._blocked_skip_statement(run, skip, now, counted, holder)
 
     def _trusted(self, statement: str) -> str:
         return f"SET STATEMENT {_GALERA_NO_RETRY} FOR {statement}" if self._galera else statement

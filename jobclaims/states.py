@@ -67,8 +67,12 @@ class Refusal:
     finished_at: datetime.datetime | None = None
 
     def __str__(self) -> str:
-        if self.owner is None:
-            return "another instance claimed it just now"
+        if self.owner is None:  # The claim did not read the row (or saw it uncommitted).
+            return {
+                Reason.HELD: "another instance holds it",
+                Reason.SUCCEEDED: "it already succeeded",
+                Reason.OVERLAP: "a run of another window holds the job",
+            }[self.reason]
         if self.reason == Reason.OVERLAP:
             return (
                 f"the {self.held_window} run, held by {self.owner} until "

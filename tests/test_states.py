@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import pytest
-from django.db.models import BooleanField, ExpressionWrapper, Q
+import datetime
 
-from jobclaims.clock import DatabaseNow
-from jobclaims.models import JobRun
-from jobclaims.states import State, frees, frees_q
+import pytest
+from django.db import connection
+from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.test.utils import CaptureQueriesContext
+
+from jobclaims.clock import DatabaseNow, database_now
+from jobclaims.models import JobRun, JobSkip
+from jobclaims.states import Reason, Refusal, State, frees, frees_q
 from tests.factories import claim_in_state
 
 pytestmark = pytest.mark.django_db
 
 WINDOW = "2026-11-29"
+MINUTE = datetime.timedelta(minutes=1)
 
 
 @pytest.mark.parametrize("force", [False, True])
@@ -38,3 +43,29 @@ def test_the_takeover_rule_in_python_and_in_sql_frees_the_same_rows(force):
     others = {job for job, window in by_sql if window != WINDOW}
     assert State.EXPIRED in others
     assert State.ACTIVE not in others
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("state", list(State))
+@pytest.mark.parametrize("own_window", [True, False], ids=["own window", "another window"])
+def test_a_claim_that_needs_no_details_is_refused_by_the_rule_in_two_statements(state, own_window):
+    # The SQL of skip_if_blocked(), a third form of the rule, against the
+    # Python one; the scheduler's losing hosts claim this way.
+    row = claim_in_state(state, job="job", window=WINDOW if own_window else "another window")
+    lapsed = row.expires_at <= database_now()
+    in_the_way = own_window or row.holds_job is not None
+    refused = in_the_way and not frees(row.window, row.status, lapsed, WINDOW, force=False)
+
+    with CaptureQueriesContext(connection) as queries:
+        outcome = JobRun.objects.try_claim("job", WINDOW, lease=MINUTE, details=False)
+
+    assert isinstance(outcome, Refusal) == refused
+    if isinstance(outcome, Refusal):
+        expected = Reason.OVERLAP if not own_window else Reason.HELD
+        if own_window and state == State.SUCCEEDED:
+            expected = Reason.SUCCEEDED
+        assert outcome.reason == expected
+        assert list(JobSkip.objects.values_list("reason", "count")) == [(expected, 1)]
+        # The INSERT that met a row, then the skip that read it (SQLite:
+        # the read, then the skip).
+        assert len(queries) == 2, [query["sql"] for query in queries]
