@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
     from django.db import connection
+    from django.db.models import Sum
 
     from jobclaims.models import JobRun, JobSkip
     from jobclaims.schedules import CronSchedule
@@ -112,7 +113,9 @@ def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
     ran_after = sorted(
         (run.finished_at - keys[run.window]).total_seconds() for run in runs if run.finished_at
     )
-    skips = JobSkip.objects.count()
+    skipped = JobSkip.objects.filter(window__in=keys)
+    skip_rows = skipped.count()
+    skips_counted = skipped.aggregate(n=Sum("count"))["n"] or 0
 
     lost = [sent for host in figures for sent in host["lost_statements"]]
     won = [sent for host in figures for sent in host["won_statements"]]
@@ -138,13 +141,16 @@ def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
             kind: round(count / max(len(lost), 1), 2) for kind, count in lost_kinds.items()
         },
         "statements_per_won_claim": round(sum(map(len, won)) / max(len(won), 1), 2),
-        "rows_written_per_lost_claim": round(skips / max(len(lost), 1), 2),
+        # Each lost claim adds one to its window's JobSkip row (one per
+        # window and reason), inserting it if it is the window's first.
+        "skips_counted_per_lost_claim": round(skips_counted / max(len(lost), 1), 2),
+        "skip_rows_per_fire": round(skip_rows / max(len(runs), 1), 2),
         "processes_started_by_losers": 0,
         "scheduler_cpu_seconds": round(busy_cpu, 2),
         "scheduler_cpu_share_of_a_core": round(busy_cpu / wall / options.hosts, 4),
         "jobs_cpu_seconds": round(sum(host["children_cpu_seconds"] for host in figures), 2),
         "idle_cpu_share_of_a_core": _idle_share(figures, options.every),
-        "skips_per_day": round(fires_per_day * (options.hosts - 1)),
+        "skip_rows_per_day": round(fires_per_day * skip_rows / max(len(runs), 1)),
         "runs_per_day": round(fires_per_day),
     }
 
@@ -189,7 +195,7 @@ def table(results: dict[str, Any]) -> str:
         f"max {done.get('max')} ms",
         f"  a losing host, per fire           {results['statements_per_lost_claim']} statements "
         f"{results['statements_per_lost_claim_by_kind']}, "
-        f"{results['rows_written_per_lost_claim']} rows written, no process started",
+        f"{results['skips_counted_per_lost_claim']} skips counted, no process started",
         f"  the winning host, per fire        {results['statements_per_won_claim']} statements "
         "to claim, then a process",
         f"  schedulers' CPU                   {results['scheduler_cpu_seconds']} s in all, "
@@ -197,7 +203,8 @@ def table(results: dict[str, Any]) -> str:
         f"processes {results['jobs_cpu_seconds']} s",
         f"  a scheduler's CPU while idle      {100 * results['idle_cpu_share_of_a_core']:.3f}% "
         "of a core (target <= 1%)",
-        f"  JobSkip rows added per day        {results['skips_per_day']:,} "
+        f"  JobSkip rows added per day        {results['skip_rows_per_day']:,} "
+        f"({results['skip_rows_per_fire']} per fire, each counting that fire's skips) "
         f"(and {results['runs_per_day']:,} JobRun rows): jobclaims_prune --older-than 1d daily "
         "keeps about one day of them",
     ]
