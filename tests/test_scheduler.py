@@ -68,7 +68,9 @@ def test_three_schedulers_run_every_fire_once_even_when_one_is_killed():
     assert {key: charges[key] for key in settled} == dict.fromkeys(settled, 1)
     assert {runs[key].status for key in settled} == {JobRun.Status.SUCCEEDED}
     assert max(charges.values()) == 1
-    assert {run.attempt for run in runs.values()} == {1}
+    # A fire whose run the stop interrupted (recorded failed) may be taken
+    # over by a host not yet stopped; every settled fire ran at its first try.
+    assert {runs[key].attempt for key in settled} == {1}
 
     # Each fire's skips come from the other hosts up then, each once: one row
     # per reason counts them, and names the last.
