@@ -98,7 +98,7 @@ def test_columns_that_lose_4_byte_characters_are_warning_w003_naming_the_convers
     assert warning.id == "jobclaims.W003"
     assert "jobclaims_jobrun.job " in warning.msg
     assert "jobclaims_jobskip.window " in warning.msg
-    assert warning.hint.startswith(
+    assert (warning.hint or "").startswith(
         "Convert the tables: "
         "ALTER TABLE jobclaims_jobrun CONVERT TO CHARACTER SET utf8mb4 "
         "COLLATE utf8mb4_unicode_520_ci; "
