@@ -305,20 +305,20 @@ class ClaimStatements:
             f"{owner} = EXCLUDED.{owner}, {skipped_at} = EXCLUDED.{skipped_at}"
         )
 
+    def _skips_in_one_statement(self) -> bool:
+        """Whether ``skip_if_blocked()`` is sent. Not here: SQLite reads first
+        anyway (its INSERT locks the whole file), and a Galera node orders an
+        INSERT's read after the cluster's writes only when told for INSERTs too."""
+        return False
+
     def _skip_if_rows_block(
         self, run: _Table, skip: _Table, now: str, counted: str, holder: bool
     ) -> str | None:
         """``skip_if_blocked()``'s statement: the skip's INSERT selecting from
         the rows in the claim's way the one that refuses it, if any, and
-        returning the reason. ``None`` here: SQLite reads first anyway (its
-        INSERT locks the whole file), and a Galera node orders an INSERT's
-        read after the cluster's writes only when told for INSERTs too."""
-        return None
-
-    def _blocked_skip_statement(
-        self, run: _Table, skip: _Table, now: str, counted: str, holder: bool
-    ) -> str:
-        """The SQL of ``_skip_if_rows_block()`` for the databases that send it."""
+        returning the reason; ``None`` where it is not sent."""
+        if not self._skips_in_one_statement():
+            return None
         w, status, expires = (f"r.{run[name]}" for name in ("window", "status", "expires_at"))
         running, succeeded = f"'{Status.RUNNING.value}'", f"'{Status.SUCCEEDED.value}'"
         rivals = f"(r.{run['job']} = %s AND {w} = %s)"
@@ -383,10 +383,8 @@ class PostgreSQLStatements(ClaimStatements):
         # statement, outside any transaction, it lasts for that statement.
         return f"INSERT INTO {columns} SELECT {values} FROM {_UNFLUSHED}"
 
-    def _skip_if_rows_block(
-        self, run: _Table, skip: _Table, now: str, counted: str, holder: bool
-    ) -> str:
-        return self._blocked_skip_statement(run, skip, now, counted, holder)
+    def _skips_in_one_statement(self) -> bool:
+        return True
 
     def _unflushed_source(self) -> str:
         return f", {_UNFLUSHED}"
@@ -437,13 +435,9 @@ class MySQLStatements(ClaimStatements):
             f"{owner} = VALUES({owner}), {skipped_at} = VALUES({skipped_at})"
         )
 
-    def _skip_if_rows_block(
-        self, run: _Table, skip: _Table, now: str, counted: str, holder: bool
-    ) -> str | None:
+    def _skips_in_one_statement(self) -> bool:
         # MySQL has no INSERT ... RETURNING; MariaDB has, since 10.5.
-        if self._galera or not self._returns_from_insert:
-            return None
-        return self._blocked_skip_statement(run, skip, now, counted, holder)
+        return not self._galera and self._returns_from_insert
 
     def _trusted(self, statement: str) -> str:
         return f"SET STATEMENT {_GALERA_NO_RETRY} FOR {statement}" if self._galera else statement
