@@ -247,6 +247,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         allow_overlap: bool = False,
         schedule: str = "",
         details: bool = True,
+        owner: str | None = None,
     ) -> JobRun | Refusal:
         """``claim()``, returning the ``Refusal`` instead of ``None``: why the
         claim was refused, and the row that refused it (its holder, its
@@ -257,13 +258,18 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         reads the row in the way), and the refusal may leave the row's
         fields ``None``. For a caller that says nothing about a refusal,
         such as the scheduler of a host that lost a fire.
+
+        ``owner`` names the holder in the admin and in refusals; by default
+        this process (``host:pid:random-id``). A task runner can add the
+        task's id, to find the window again when the task is redelivered.
         """
-        self.model.validate_claim(job, window, lease, schedule)
+        owner = owner or engine.process_owner()
+        self.model.validate_claim(job, window, lease, schedule, owner)
         new = self.model(
             job=job,
             window=window,
             schedule=schedule,
-            owner=engine.process_owner(),
+            owner=owner,
             holds_job=None if allow_overlap else True,
         )
         outcome = engine.claim(self, self.claims_db(), new, lease, force, details)
@@ -341,7 +347,12 @@ class JobRun(models.Model):
 
     @classmethod
     def validate_claim(
-        cls, job: str, window: str, lease: datetime.timedelta, schedule: str = ""
+        cls,
+        job: str,
+        window: str,
+        lease: datetime.timedelta,
+        schedule: str = "",
+        owner: str = "",
     ) -> None:
         """Refuse a claim that the table could not store, naming the fix.
 
@@ -349,9 +360,12 @@ class JobRun(models.Model):
         would cut an overlong value short instead of refusing it, and a lease
         past ``leases.MAX_LEASE`` can end where no database keeps a date.
         """
-        for name, value in (("job", job), ("window", window), ("schedule", schedule)):
+        names = {"job": job, "window": window, "schedule": schedule}
+        if owner:  # Not named: the claim records this process, whose name fits.
+            names["owner"] = owner
+        for name, value in names.items():
             field = cls._meta.get_field(name)
-            # job, window and schedule are CharFields: each has a max_length.
+            # These are CharFields: each has a max_length.
             assert isinstance(field, models.CharField)
             assert field.max_length is not None
             limit = field.max_length

@@ -25,6 +25,7 @@ from jobclaims.conf import use_parents_databases  # noqa: E402  # Needs Django s
 use_parents_databases()
 
 from jobclaims.contrib.celery import ClaimedTask  # noqa: E402  # Needs Django set up.
+from jobclaims.models import JobRun  # noqa: E402
 from tests.testapp.models import Charge  # noqa: E402
 
 redis = os.environ.get("TESTS_CELERY_REDIS", "redis://127.0.0.1:6379")
@@ -54,6 +55,15 @@ def tick(self: ClaimedTask) -> str:
     return run.window
 
 
+def _work(run: JobRun, seconds: float) -> str:
+    """Mark that the run started (step 0), work ``seconds``, then mark it finished (1)."""
+    fields = {"job": run.job, "window": run.window, "pid": os.getpid(), "attempt": run.attempt}
+    Charge.objects.create(**fields, step=0)
+    time.sleep(seconds)
+    Charge.objects.create(**fields, step=1)
+    return run.window
+
+
 @shared_task(
     name="tests.slow",
     base=ClaimedTask,
@@ -64,13 +74,25 @@ def tick(self: ClaimedTask) -> str:
     reject_on_worker_lost=True,
 )
 def slow(self: ClaimedTask, seconds: float) -> str:
-    """Mark that it started (step 0), work ``seconds``, then mark it finished (1)."""
-    run = self.claimed_run
-    fields = {"job": run.job, "window": run.window, "pid": os.getpid(), "attempt": run.attempt}
-    Charge.objects.create(**fields, step=0)
-    time.sleep(seconds)
-    Charge.objects.create(**fields, step=1)
-    return run.window
+    return _work(self.claimed_run, seconds)
+
+
+#: tests.outlived's windows are no longer than its lease, so a run killed
+#: in one window is always taken over in a later one.
+OUTLIVED_WINDOW = datetime.timedelta(seconds=3)
+
+
+@shared_task(
+    name="tests.outlived",
+    base=ClaimedTask,
+    bind=True,
+    claim_window=OUTLIVED_WINDOW,
+    claim_lease=OUTLIVED_WINDOW,
+    acks_late=True,
+    reject_on_worker_lost=True,
+)
+def outlived(self: ClaimedTask, seconds: float) -> str:
+    return _work(self.claimed_run, seconds)
 
 
 @shared_task(name="tests.retried", base=ClaimedTask, bind=True, claim_window="hourly")

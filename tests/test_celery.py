@@ -4,9 +4,10 @@ Two ``celery beat`` processes send ``tests.tick`` every second each, as two
 pods of a deploy overlap would, to two workers with two pool children each;
 every 2-second window must run once, and none be missed. Meanwhile a pool
 child is SIGKILLed in the middle of an ``acks_late`` task: Celery redelivers
-it at once, it waits for the dead run's lease, and the window still ends
-succeeded, once. A task that calls ``self.retry()`` keeps its claim, and a
-refused task is IGNORED in the result backend, not a SUCCESS.
+it at once, it waits for the dead run's lease, which ends after the window
+does, and the window still ends succeeded, once. A task that calls
+``self.retry()`` keeps its claim, and a refused task is IGNORED in the
+result backend, not a SUCCESS.
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def test_two_beats_and_two_workers_run_every_window_once_through_a_worker_loss(
     fleet: Fleet, redis_url: str, capsys
 ):
     os.environ["TESTS_CELERY_REDIS"] = redis_url
-    from tests.celeryapp import TICK_WINDOW, app, retried, slow
+    from jobclaims.contrib.celery import WINDOW_HEADER
+    from tests.celeryapp import OUTLIVED_WINDOW, TICK_WINDOW, app, outlived, retried
 
     app.conf.update(broker_url=f"{redis_url}/0", result_backend=f"{redis_url}/1")
     for number in (1, 2):
@@ -160,29 +162,34 @@ def test_two_beats_and_two_workers_run_every_window_once_through_a_worker_loss(
         schedule = fleet.logs / f"beat{number}-schedule"
         fleet.start(f"beat{number}", "beat", f"--schedule={schedule}", "--loglevel=INFO")
 
-    # A pool child killed mid-task: the redelivery waits for the dead run's lease.
-    killed = slow.apply_async(args=[2.0])
-    wait_until(lambda: Charge.objects.filter(job="tests.slow").exists(), "the slow task", 20)
-    os.kill(Charge.objects.get(job="tests.slow").pid, signal.SIGKILL)
-    assert killed.get(timeout=25) == JobRun.objects.get(job="tests.slow").window
+    # A pool child killed mid-task: the redelivery waits for the dead run's
+    # lease, which outlives the window, and then finishes that window.
+    killed = outlived.apply_async(args=[5.0])
+    first_delivery = Charge.objects.filter(job="tests.outlived", step=0)
+    wait_until(first_delivery.exists, "the task to start", 20)
+    started_run = first_delivery.get()
+    os.kill(started_run.pid, signal.SIGKILL)
+    assert killed.get(timeout=25) == started_run.window
 
     # Celery's own retry keeps the claim: attempt 1, no failure recorded.
     assert retried.apply_async().get(timeout=15) == 1
 
     # A refusal is IGNORED in the result backend, and says why.
-    refused = slow.apply_async(args=[0.0])
+    refused = outlived.apply_async(args=[0.0], headers={WINDOW_HEADER: started_run.window})
     wait_until(lambda: refused.state == "IGNORED", "the refused task's state", 15)
     assert refused.info["reason"] == "succeeded"
-    assert refused.info["job"] == "tests.slow"
+    assert refused.info["job"] == "tests.outlived"
 
     time.sleep(max(0.0, RUN_FOR - (time.monotonic() - started)))
     fleet.stop("beat1", "beat2")
     time.sleep(TICK_WINDOW.total_seconds() + 1)  # Let the last window's tasks end.
     fleet.stop("worker1", "worker2")
 
-    slow_run = JobRun.objects.get(job="tests.slow")
-    assert (slow_run.status, slow_run.attempt) == ("succeeded", 2)
-    finished = Charge.objects.filter(job="tests.slow", step=1)
+    outlived_run = JobRun.objects.get(job="tests.outlived")
+    assert (outlived_run.status, outlived_run.attempt) == ("succeeded", 2)
+    window_end = resolve(OUTLIVED_WINDOW).start_of(outlived_run.window) + OUTLIVED_WINDOW
+    assert outlived_run.claimed_at >= window_end, "the takeover did not outlive the window"
+    finished = Charge.objects.filter(job="tests.outlived", step=1)
     assert [charge.attempt for charge in finished] == [2]
 
     retried_run = JobRun.objects.get(job="tests.retried")

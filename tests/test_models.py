@@ -310,6 +310,18 @@ def test_an_overlong_schedule_is_refused_rather_than_cut_short():
     assert not JobRun.objects.exists()
 
 
+def test_an_overlong_owner_is_refused_rather_than_cut_short():
+    with pytest.raises(ValueError, match="shorten it to at most 255"):
+        JobRun.objects.try_claim("charge", "w", lease=LEASE, owner="worker task " + "x" * 250)
+    assert not JobRun.objects.exists()
+
+
+def test_a_named_owner_is_the_claims_holder():
+    run = JobRun.objects.try_claim("charge", "w", lease=LEASE, owner="host:1:ab task 42")
+    assert isinstance(run, JobRun)
+    assert run.owner == JobRun.objects.get().owner == "host:1:ab task 42"
+
+
 def test_a_claim_inside_a_failing_transaction_leaves_the_outer_one_usable():
     claim()
     with transaction.atomic():

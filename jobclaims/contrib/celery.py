@@ -23,7 +23,9 @@ keeps its claims as long as the name stays. What the result backend shows:
 - the window is held by a run whose lease ends within ``claim_wait``: RETRY,
   and the task comes back for the same window when that lease ends. A run
   that died (a worker SIGKILLed, its message redelivered by ``acks_late``)
-  is taken over then, instead of its window being lost;
+  is taken over then, instead of its window being lost; the redelivered
+  message comes back to the window its first delivery claimed, even once
+  that window has ended;
 - the task called ``self.retry()``: RETRY, and the claim stays this task's:
   the retry comes back to the same window as the same holder, its lease
   kept long enough, and ``attempt`` does not count Celery's retries.
@@ -38,7 +40,7 @@ from celery import Task, states
 from celery.exceptions import Ignore, Retry
 from django.utils.dateparse import parse_datetime
 
-from jobclaims import leases
+from jobclaims import engine, leases
 from jobclaims.claiming import holding, validate_max_run_time, validate_wait, window_key
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
@@ -96,7 +98,11 @@ class ClaimedTask(Task):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         lease = self.claim_lease or jobclaims_settings.default_lease
         headers = self.request.headers or {}
-        window = headers.get(WINDOW_HEADER) or window_key(self.claim_window)
+        window = (
+            headers.get(WINDOW_HEADER)
+            or self._first_delivery_window()
+            or window_key(self.claim_window)
+        )
         self.request.jobclaims_window = window
         run: JobRun | Refusal | None = self._resumed(window, headers.get(TOKEN_HEADER), lease)
         if run is None:
@@ -106,6 +112,7 @@ class ClaimedTask(Task):
                 lease=lease,
                 allow_overlap=self.claim_allow_overlap,
                 schedule=resolve(self.claim_window).name,
+                owner=self._holder(),
             )
         if isinstance(run, Refusal):
             return self._refused(run, lease, headers.get(WAIT_HEADER))
@@ -127,6 +134,26 @@ class ClaimedTask(Task):
         if run is not None:
             headers[TOKEN_HEADER] = str(run.token)
         return super().retry(*args, headers=headers, **options)
+
+    def _holder(self) -> str | None:
+        """The claim's owner: this process, and the task's id if it has one."""
+        return f"{engine.process_owner()} task {self.request.id}" if self.request.id else None
+
+    def _first_delivery_window(self) -> str | None:
+        """The window a redelivered message's first delivery claimed, or ``None``.
+
+        Celery redelivers an ``acks_late`` message whose worker died, maybe
+        after its window ended; it must finish that window, not claim the
+        one it arrives in and leave the dead run's window unfinished. The
+        claim's owner ends with the task's id, which a redelivery keeps.
+        Asked only of a redelivery: a first delivery costs no statement more.
+        """
+        if not (self.request.delivery_info or {}).get("redelivered"):
+            return None
+        first_delivery = JobRun.objects.running().filter(
+            job=self.name, owner__endswith=f" task {self.request.id}"
+        )
+        return first_delivery.values_list("window", flat=True).first()
 
     def _resumed(self, window: str, token: str | None, lease: datetime.timedelta) -> JobRun | None:
         """The claim a retried call still holds, its lease renewed; or ``None``."""
