@@ -5,7 +5,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# pytest's arguments (tox.ini's default: -n auto, a test database per xdist worker).
+# pytest's arguments (tox.ini's default: -n auto --dist loadgroup, a test
+# database per xdist worker).
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint docs matrix package clean

@@ -133,6 +133,7 @@ def fleet(redis_url: str, tmp_path: Path) -> Iterator[Fleet]:
             print(f"--- {name}\n{group.log(name)[-3000:]}")
 
 
+@pytest.mark.xdist_group("fleets")
 @pytest.mark.django_db(transaction=True)
 def test_two_beats_and_two_workers_run_every_window_once_through_a_worker_loss(
     fleet: Fleet, redis_url: str, capsys

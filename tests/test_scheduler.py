@@ -36,6 +36,7 @@ def the_job(name: str) -> JobSchedule:
     return job
 
 
+@pytest.mark.xdist_group("fleets")
 def test_three_schedulers_run_every_fire_once_even_when_one_is_killed():
     hosts = start("jobclaims_scheduler", "--job", "tick", instances=3)
     try:
