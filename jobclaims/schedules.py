@@ -34,6 +34,7 @@ from jobclaims.models import JobRun
 from jobclaims.windows import UTC
 
 MICROSECOND = datetime.timedelta(microseconds=1)
+SECOND = datetime.timedelta(seconds=1)
 
 #: How late a fire may be claimed and still count as on time: a scheduler
 #: that wakes late, or a crontab line's ``--once`` that starts slowly.
@@ -102,15 +103,24 @@ class CronSchedule:
         """The schedule in words, like "At 02:05 every day"."""
         return str(CronSim(self.expression, _local(timezone.now())).explain())
 
+    # cronsim counts in whole seconds, and where a start has microseconds
+    # its versions differ: 2.7 (the last for Python 3.10) drops them going
+    # backwards, 2.8 does not. So each walk starts a whole second beyond
+    # ``moment`` and drops the fires on the wrong side of it.
+
     def fires_after(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times after ``moment``, soonest first, in UTC."""
-        for fire in CronSim(self.expression, _local(moment)):
-            yield fire.astimezone(UTC)
+        start = _local(moment.replace(microsecond=0) - SECOND)
+        for fire in CronSim(self.expression, start):
+            if fire > moment:
+                yield fire.astimezone(UTC)
 
     def fires_before(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times at or before ``moment``, latest first, in UTC."""
-        for fire in CronSim(self.expression, _local(moment + MICROSECOND), reverse=True):
-            yield fire.astimezone(UTC)
+        start = _local(moment.replace(microsecond=0) + SECOND)
+        for fire in CronSim(self.expression, start, reverse=True):
+            if fire <= moment:
+                yield fire.astimezone(UTC)
 
     def latest_fire(self, moment: datetime.datetime) -> datetime.datetime | None:
         """The most recent fire time at or before ``moment``."""
