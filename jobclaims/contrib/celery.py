@@ -159,13 +159,7 @@ class ClaimedTask(Task):
         """The claim a retried call still holds, its lease renewed; or ``None``."""
         if token is None:
             return None
-        db = jobclaims_settings.claims_database(JobRun)
-        run = (
-            JobRun.objects.using(db)
-            .running()
-            .filter(job=self.name, window=window, token=token)
-            .first()
-        )
+        run = JobRun.objects.running().filter(job=self.name, window=window, token=token).first()
         if run is None or not run.renew(lease):
             return None  # Lost meanwhile: claim the window like any other call.
         return run
