@@ -58,5 +58,7 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True}
 
-html_theme = "alabaster"
+# Furo: a readable sidebar, dark mode and a search box, as modern Django
+# packages' sites have.
+html_theme = "furo"
 html_title = "jobclaims"
