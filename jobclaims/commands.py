@@ -235,7 +235,7 @@ class JobCommand(BaseCommand):
         self._run(run, lease, args, options)
 
     def _scheduled(self) -> schedules.JobSchedule | None:
-        if not self.schedule:
+        if self.schedule is None:
             return None
         try:
             return schedules.JobSchedule.of(self, self._command_name())

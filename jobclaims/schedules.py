@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -70,38 +71,58 @@ class Misfire:
     choices = (SKIP, LATEST, ALL)
 
 
+#: Vixie cron's nicknames, as the five fields each stands for.
+ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+#: A one-value range with a step, like ``30-30/15``: Vixie cron reads it as
+#: the one value, and cronsim as "30 and every 15th after" (see ``_as_cronsim``).
+_ONE_VALUE_RANGE = re.compile(r"^(\w+)-(\w+)/\d+$")
+
+
 @dataclass(frozen=True)
 class CronSchedule:
     """A cron expression evaluated in the project's time zone.
 
-    Five fields (minute to day of week), or six with a leading seconds field.
+    Five fields (minute to day of week), six with a leading seconds field,
+    or one of Vixie cron's nicknames (``@daily``). Fields mean what they mean
+    to Vixie cron, which cronsim follows but for one-value ranges with a step.
     """
 
     expression: str
 
     def __post_init__(self) -> None:
-        fields = self.expression.split()
-        if len(fields) not in (5, 6):
-            raise ValueError(
-                f"schedule {self.expression!r} has {len(fields)} fields; write five, "
-                "minute hour day month weekday, like '5 2 * * *' (or six, with "
-                "seconds first)"
-            )
+        _refuse_what_cron_would_not_run(self.expression)
         try:
-            CronSim(self.expression, _local(timezone.now()))
+            CronSim(self._cronsim, _local(timezone.now()))
         except CronSimError as error:
             raise ValueError(
                 f"schedule {self.expression!r} is not a cron expression ({error}); "
-                "write it like '5 2 * * *' for 02:05 every day"
+                "write it like '5 2 * * *' for 02:05 every day, with numbers, names (MON, "
+                "JAN), ranges (1-5), steps (*/15, 0-30/10) and lists (1,15) in each field"
             ) from None
 
     @property
+    def _cronsim(self) -> str:
+        """The expression as cronsim reads it the way Vixie cron does."""
+        fields = ALIASES.get(self.expression.strip().lower(), self.expression).split()
+        names = [()] * (len(fields) - 2) + [_MONTHS, _WEEKDAYS]
+        return " ".join(map(_as_cronsim, fields, names))
+
+    @property
     def has_seconds(self) -> bool:
-        return len(self.expression.split()) == 6
+        return len(self._cronsim.split()) == 6
 
     def describe(self) -> str:
         """The schedule in words, like "At 02:05 every day"."""
-        return str(CronSim(self.expression, _local(timezone.now())).explain())
+        return str(CronSim(self._cronsim, _local(timezone.now())).explain())
 
     # cronsim counts in whole seconds, and where a start has microseconds
     # its versions differ: 2.7 (the last for Python 3.10) drops them going
@@ -111,14 +132,14 @@ class CronSchedule:
     def fires_after(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times after ``moment``, soonest first, in UTC."""
         start = _local(moment.replace(microsecond=0) - SECOND)
-        for fire in CronSim(self.expression, start):
+        for fire in CronSim(self._cronsim, start):
             if fire > moment:
                 yield fire.astimezone(UTC)
 
     def fires_before(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times at or before ``moment``, latest first, in UTC."""
         start = _local(moment.replace(microsecond=0) + SECOND)
-        for fire in CronSim(self.expression, start, reverse=True):
+        for fire in CronSim(self._cronsim, start, reverse=True):
             if fire <= moment:
                 yield fire.astimezone(UTC)
 
@@ -193,7 +214,7 @@ class JobSchedule:
         Raises ``ValueError`` naming the fix when the job's schedule,
         window or misfire policy cannot be used (see ``problems()``).
         """
-        assert command.schedule, "only a JobCommand with a schedule has one"
+        assert command.schedule is not None, "only a JobCommand with a schedule has one"
         if found := problems(type(command)):
             raise ValueError(found[0])
         return cls(
@@ -312,7 +333,7 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
     """What keeps the job's schedule from being used, as sentences naming the fix."""
     name = command_class.__module__.rpartition(".")[2]
     expression = command_class.schedule
-    if not expression:
+    if expression is None:
         return []
     if not isinstance(expression, str):
         return [f"{name}: schedule must be a cron expression string, not {expression!r}"]
@@ -360,6 +381,55 @@ def _two_fires_in_one_window(
             return previous[0], fire
         previous = (fire, key)
     return None
+
+
+def _refuse_what_cron_would_not_run(expression: str) -> None:
+    """Raise ``ValueError`` naming the fix for an expression of no fire times."""
+    if expression.strip().lower() == "@reboot":
+        raise ValueError(
+            "schedule '@reboot' names no time: a scheduler starts jobs at fire times, "
+            "and each host's scheduler restarts when it likes; start the command from "
+            "the host's boot (a systemd unit) instead, or give a time like '@daily'"
+        )
+    fields = expression.lower().split()
+    if not fields:
+        raise ValueError(
+            f"schedule {expression!r} is empty; write a cron expression like '5 2 * * *', "
+            "or leave schedule None for a job that your own cron starts"
+        )
+    if len(fields) == 1 and fields[0].startswith("@") and fields[0] not in ALIASES:
+        raise ValueError(
+            f"schedule {expression!r} is not a cron nickname; use one of {', '.join(ALIASES)}"
+        )
+    if len(fields) not in (1, 5, 6) or (len(fields) == 1 and fields[0] not in ALIASES):
+        raise ValueError(
+            f"schedule {expression!r} has {len(fields)} fields; write five, "
+            "minute hour day month weekday, like '5 2 * * *' (or six, with "
+            "seconds first, or a nickname like '@daily')"
+        )
+
+
+def _as_cronsim(field: str, names: tuple[str, ...] = ()) -> str:
+    """``field`` with each one-value range with a step (``30-30/15``) as its value."""
+    terms = []
+    for term in field.split(","):
+        match = _ONE_VALUE_RANGE.match(term)
+        if match and _value(match[1], names) == _value(match[2], names):
+            term = match[1]
+        terms.append(term)
+    return ",".join(terms)
+
+
+def _value(text: str, names: tuple[str, ...]) -> str:
+    """A field's number or name, as the number it stands for (JAN: 1, SUN: 0)."""
+    if text.upper() in names:
+        return str(names.index(text.upper()))
+    return str(int(text)) if text.isdigit() else text.upper()
+
+
+#: Names in the month and day-of-week fields, at the index of their number.
+_MONTHS = ("", "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 
 
 def _show(moment: datetime.datetime) -> str:

@@ -16,6 +16,7 @@ from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.schedules import ON_TIME, CronSchedule, JobSchedule, Misfire, problems
+from tests import vixie
 from tests.helpers import run_command
 
 SECOND = datetime.timedelta(seconds=1)
@@ -220,3 +221,79 @@ def test_a_scheduled_jobs_window_must_name_a_moment():
 def test_the_scheduler_runs_at_least_one_job_at_once():
     with pytest.raises(CommandError, match="'0' is not a whole number of jobs above 0"):
         call_command("jobclaims_scheduler", "--max-jobs", "0")
+
+
+UTC = datetime.timezone.utc
+
+
+@override_settings(TIME_ZONE="UTC")
+def test_the_parser_agrees_with_vixie_cron_over_a_year_for_generated_expressions():
+    start = datetime.datetime(2027, 1, 1, tzinfo=UTC) - datetime.timedelta(microseconds=1)
+    end = datetime.datetime(2028, 1, 1, tzinfo=UTC) - datetime.timedelta(microseconds=1)
+    disagree = [
+        expression
+        for expression in vixie.expressions(seed=22, how_many=300, most_fires=5000)
+        if CronSchedule(expression).fires_between(start, end) != list(vixie.fires(expression, 2027))
+    ]
+    assert disagree == []
+
+
+@override_settings(TIME_ZONE="UTC")
+@pytest.mark.parametrize(
+    ("expression", "minutes"),
+    [("30-30/15 * * * *", ["30", "30"]), ("10-10/5,30-30/15 * * * *", ["10", "30", "10", "30"])],
+)
+def test_a_one_value_range_with_a_step_fires_at_its_value_only(expression, minutes):
+    keys = keys_between(expression, "2027-01-01T00:00+00:00", "2027-01-01T02:00+00:00")
+    assert [key[14:16] for key in keys] == minutes
+
+
+@override_settings(TIME_ZONE="UTC")
+@pytest.mark.parametrize(
+    ("nickname", "fields"),
+    [
+        ("@yearly", "0 0 1 1 *"),
+        ("@annually", "0 0 1 1 *"),
+        ("@monthly", "0 0 1 * *"),
+        ("@weekly", "0 0 * * 0"),
+        ("@daily", "0 0 * * *"),
+        ("@midnight", "0 0 * * *"),
+        ("@hourly", "0 * * * *"),
+    ],
+)
+def test_each_cron_nickname_fires_as_the_fields_it_stands_for(nickname, fields):
+    start, end = at("2026-12-31T23:59+00:00"), at("2027-12-31T23:59+00:00")
+    fires = CronSchedule(nickname).fires_between(start, end)
+    assert fires
+    assert fires == list(vixie.fires(fields, 2027))
+    assert problems(job_class(schedule=nickname)) == []
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ("@reboot", "schedule '@reboot' names no time: a scheduler starts jobs at fire times"),
+        ("@fortnightly", "is not a cron nickname; use one of @yearly, @annually"),
+        ("", "schedule '' is empty; write a cron expression like '5 2 * * *', or leave "),
+        ("   ", "schedule '   ' is empty"),
+        ("daily", "schedule 'daily' has 1 fields; write five"),
+        ("0 0 15W * *", "is not a cron expression (Bad day-of-month); write it like '5 2 * * *'"),
+        ("0 0 ? * *", "with numbers, names (MON, JAN), ranges (1-5), steps (*/15, 0-30/10)"),
+    ],
+)
+def test_a_schedule_cron_would_not_run_is_refused_naming_the_fix(schedule, message):
+    (problem,) = problems(job_class(schedule=schedule))
+    assert problem.startswith("nightly: ")
+    assert message in problem
+
+
+@pytest.mark.django_db
+def test_a_job_with_an_empty_schedule_refuses_to_run_rather_than_go_unscheduled(monkeypatch):
+    empty = job_class(schedule="", run_job=lambda self, run, **o: None)
+    with pytest.raises(CommandError, match="schedule '' is empty"):
+        call_command(empty())
+    monkeypatch.setattr(scheduler, "get_commands", lambda: {"nightly": empty()})
+    assert list(scheduler.scheduled_commands()) == ["nightly"]
+    (error,) = checks.check_schedules()
+    assert "schedule '' is empty" in error.msg
+    assert not JobRun.objects.exists()
