@@ -321,6 +321,12 @@ def _skip_message(refusal: Refusal) -> str:
             f"{_local(refusal.expires_at)}, is still running; set allow_overlap = True "
             "to let windows overlap."
         )
+    if refusal.reason == Reason.SLOT_RAN:
+        return f"{skipped}: the {refusal.held_window} run covers the same time and " + (
+            f"is still running, held by {refusal.owner}."
+            if refusal.status == JobRun.Status.RUNNING
+            else f"succeeded at {_local(refusal.finished_at)}; pass --force to run it again."
+        )
     if refusal.reason == Reason.SUCCEEDED:
         return (
             f"{skipped}: it already succeeded at {_local(refusal.finished_at)}; "

@@ -116,10 +116,6 @@ class CronSchedule:
         names = [()] * (len(fields) - 2) + [_MONTHS, _WEEKDAYS]
         return " ".join(map(_as_cronsim, fields, names))
 
-    @property
-    def has_seconds(self) -> bool:
-        return len(self._cronsim.split()) == 6
-
     def describe(self) -> str:
         """The schedule in words, like "At 02:05 every day"."""
         return str(CronSim(self._cronsim, _local(timezone.now())).explain())
@@ -155,7 +151,7 @@ class CronSchedule:
 
     def key(self, fire: datetime.datetime) -> str:
         """The key of the window ``fire`` opens: its local time, with its offset."""
-        return windows._local(fire).isoformat("T", "seconds" if self.has_seconds else "minutes")
+        return windows.canonical(windows._local(fire))
 
     def fire_for(self, text: str) -> datetime.datetime:
         """The fire an operator's ``--window`` names.
