@@ -123,10 +123,14 @@ class CronSchedule:
     # cronsim counts in whole seconds, and where a start has microseconds
     # its versions differ: 2.7 (the last for Python 3.10) drops them going
     # backwards, 2.8 does not. So each walk starts a whole second beyond
-    # ``moment`` and drops the fires on the wrong side of it.
+    # ``moment`` and drops the fires on the wrong side of it. ``moment`` is
+    # compared in UTC: two datetimes in one zone compare by wall time, and a
+    # local time a spring-forward change skips (02:30, read as 03:30) would
+    # come before the 03:00 fire at the change.
 
     def fires_after(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times after ``moment``, soonest first, in UTC."""
+        moment = moment.astimezone(UTC)
         start = _local(moment.replace(microsecond=0) - SECOND)
         for fire in CronSim(self._cronsim, start):
             if fire > moment:
@@ -134,6 +138,7 @@ class CronSchedule:
 
     def fires_before(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times at or before ``moment``, latest first, in UTC."""
+        moment = moment.astimezone(UTC)
         start = _local(moment.replace(microsecond=0) + SECOND)
         for fire in CronSim(self._cronsim, start, reverse=True):
             if fire <= moment:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import zoneinfo
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -297,3 +298,40 @@ def test_a_job_with_an_empty_schedule_refuses_to_run_rather_than_go_unscheduled(
     (error,) = checks.check_schedules()
     assert "schedule '' is empty" in error.msg
     assert not JobRun.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("zone", "night"), [("Europe/Berlin", "2027-03-28"), ("America/New_York", "2027-03-14")]
+)
+@pytest.mark.parametrize(
+    "expression", ["30 2 * * *", "0 2 * * *", "59 2 * * *", "0 * * * *", "*/15 * * * *"]
+)
+def test_window_at_each_local_time_spring_forward_skips_names_that_nights_fire(
+    zone, night, expression
+):
+    with override_settings(TIME_ZONE=zone):
+        job = schedule_of(schedule=expression)
+        day = datetime.date.fromisoformat(night)
+        fires = job.cron.fires_between(
+            at(f"{day - datetime.timedelta(days=1)}T00:00+00:00"), at(f"{night}T12:00+00:00")
+        )
+        for minute in range(60):
+            text = f"{night}T02:{minute:02d}"
+            # The docs' rule: the time is read with the offset before the
+            # change (02:10 is 03:10 daylight time), and names the fire it
+            # falls in: the latest at or before it.
+            instant = datetime.datetime.fromisoformat(text).replace(
+                tzinfo=zoneinfo.ZoneInfo(zone), fold=0
+            )
+            expected = max(fire for fire in fires if fire <= instant)
+            key = job.key_for(text)
+            assert key == job.key(expected), text
+            # Every one of these has a fire at 03:00, when the clocks jump.
+            assert key.startswith(f"{night}T03:"), text
+
+
+@override_settings(TIME_ZONE="America/New_York")
+def test_the_docs_new_york_example_names_the_hour_after_the_change():
+    for expression in ("0 * * * *", "30 2 * * *"):
+        key = schedule_of(schedule=expression).key_for("2026-03-08T02:30")
+        assert key == "2026-03-08T03:00-04:00", expression
