@@ -158,6 +158,42 @@ class CronSchedule:
         """The key of the window ``fire`` opens: its local time, with its offset."""
         return windows.canonical(windows._local(fire))
 
+    @property
+    def at_set_local_times(self) -> bool:
+        """Whether cronsim moves a fire that a spring-forward change skips to
+        the change, as Debian cron does: five fields, minute and hour without ``*``."""
+        fields = self._cronsim.split()
+        return len(fields) == 5 and not fields[0].startswith("*") and not fields[1].startswith("*")
+
+    def shortest_gap(self) -> tuple[datetime.datetime, datetime.datetime]:
+        """Two consecutive fires, as wall times, as close as any two ever are.
+
+        Worked out from the fields, for all time: the closest two times of
+        one day, and the closest two days of the Gregorian calendar's
+        400-year cycle (146,097 days, a whole number of weeks, after which
+        dates and weekdays repeat) with the last time of the first and the
+        first time of the second.
+        """
+        walk = CronSim(self._cronsim, datetime.datetime(2000, 1, 1))
+        times = sorted(
+            datetime.time(hour, minute, second)
+            for hour in walk.hours
+            for minute in walk.minutes
+            for second in walk.seconds
+        )
+        closest = min(itertools.pairwise(times), key=_seconds_apart, default=None)
+        days = _closest_days(walk)
+        across = (
+            datetime.datetime.combine(days[0], times[-1]),
+            datetime.datetime.combine(days[1], times[0]),
+        )
+        if closest is None or across[1] - across[0] <= _seconds_apart(closest) * SECOND:
+            return across
+        return (
+            datetime.datetime.combine(days[0], closest[0]),
+            datetime.datetime.combine(days[0], closest[1]),
+        )
+
     def fire_for(self, text: str) -> datetime.datetime:
         """The fire an operator's ``--window`` names.
 
@@ -358,7 +394,9 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
             window = windows.resolve(command_class.window)
         except ValueError as error:
             return [*found, f"{name}: {error}"]
-        if shared := _two_fires_in_one_window(cron, window):
+        if isinstance(window, windows.FixedWindow):
+            found.extend(_gap_shorter_than(name, cron, window))
+        elif shared := _two_fires_in_one_window(cron, window):
             first, second = shared
             found.append(
                 f"{name}: schedule {expression!r} contradicts window "
@@ -370,7 +408,7 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
 
 
 def _two_fires_in_one_window(
-    cron: CronSchedule, window: windows.CalendarWindow | windows.FixedWindow
+    cron: CronSchedule, window: windows.CalendarWindow
 ) -> tuple[datetime.datetime, datetime.datetime] | None:
     start = timezone.now()
     previous: tuple[datetime.datetime, str] | None = None
@@ -431,6 +469,75 @@ def _value(text: str, names: tuple[str, ...]) -> str:
 #: Names in the month and day-of-week fields, at the index of their number.
 _MONTHS = ("", "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+
+
+def _gap_shorter_than(name: str, cron: CronSchedule, window: windows.FixedWindow) -> list[str]:
+    """A fixed window must be no longer than the shortest gap between two
+    fires: then no bucket ever holds two, in any year. A problem naming the
+    fix if not.
+
+    Fires at set local times (minute and hour fields without ``*``) can come
+    closer than their wall times by the largest change of UTC offset in
+    ``TIME_ZONE``: a spring-forward change moves a fire it skips to the
+    change. Other expressions skip such fires, and their gaps stay.
+    """
+    first, second = cron.shortest_gap()
+    shift = _zone_shift() if cron.at_set_local_times else datetime.timedelta()
+    longest = second - first - shift
+    if window.size <= longest:
+        return []
+    zone = timezone.get_current_timezone_name()
+    less = f", less the {shift} a change of UTC offset in {zone} can take," if shift else ""
+    return [
+        f"{name}: schedule {cron.expression!r} contradicts window {window.size!r}: fires "
+        f"can come {second - first} apart (like {first:%d %B %H:%M:%S} and "
+        f"{second:%d %B %H:%M:%S}){less} and a longer window can hold two, so the second "
+        "would never run; remove the window (each fire time is then its own window) or "
+        f"make it at most {longest}"
+    ]
+
+
+def _seconds_apart(times: tuple[datetime.time, datetime.time]) -> int:
+    first, second = (time.hour * 3600 + time.minute * 60 + time.second for time in times)
+    return second - first
+
+
+#: After this many days dates and weekdays repeat: 400 Gregorian years.
+_CALENDAR_CYCLE = 146_097
+
+
+def _closest_days(walk: CronSim) -> tuple[datetime.date, datetime.date]:
+    """The two consecutive fire days closest together in the calendar's cycle."""
+    previous: datetime.date | None = None
+    closest: tuple[datetime.date, datetime.date] | None = None
+    day = datetime.date(2001, 1, 1)
+    # One more cycle's worth of the first fire day closes the loop.
+    for _ in range(_CALENDAR_CYCLE + 366 * 4):
+        if day.month in walk.months and walk.match_day(day):
+            if previous is not None and (
+                closest is None or day - previous < closest[1] - closest[0]
+            ):
+                closest = (previous, day)
+                if day - previous == datetime.timedelta(days=1):
+                    break
+            previous = day
+        day += datetime.timedelta(days=1)
+    assert closest is not None, "cronsim refuses an expression that never fires"
+    return closest
+
+
+def _zone_shift() -> datetime.timedelta:
+    """How much nearer two fires can come than their wall times say: the
+    largest change of UTC offset ``TIME_ZONE`` makes (an hour for most zones
+    with daylight saving, none for UTC)."""
+    zone = timezone.get_current_timezone()
+    start = timezone.now()
+    offsets = {
+        (start + offset * datetime.timedelta(days=7)).astimezone(zone).utcoffset()
+        for offset in range(53 * 2)
+    }
+    known = [offset for offset in offsets if offset is not None]
+    return max(known) - min(known)
 
 
 def _show(moment: datetime.datetime) -> str:

@@ -335,3 +335,45 @@ def test_the_docs_new_york_example_names_the_hour_after_the_change():
     for expression in ("0 * * * *", "30 2 * * *"):
         key = schedule_of(schedule=expression).key_for("2026-03-08T02:30")
         assert key == "2026-03-08T03:00-04:00", expression
+
+
+@pytest.mark.parametrize(
+    ("expression", "window", "problem"),
+    [
+        # Passed when the check looked 400 days ahead from 2026: February 2029's two
+        # fires share a 31-day bucket.
+        ("0 0 1 * *", datetime.timedelta(days=31), "fires can come 28 days, 0:00:00 apart"),
+        ("0 0 29 2 *", datetime.timedelta(days=1462), "fires can come 1461 days, 0:00:00 apart"),
+        ("0 9,17 * * 1-5", 9 * HOUR, "(like 01 January 09:00:00 and 01 January 17:00:00)"),
+        ("*/15 * * * *", 16 * 60 * SECOND, "or make it at most 0:15:00"),
+    ],
+)
+def test_a_fixed_window_longer_than_the_shortest_gap_between_fires_is_refused(
+    expression, window, problem
+):
+    (found,) = problems(job_class(schedule=expression, window=window))
+    assert f"schedule {expression!r} contradicts window {window!r}" in found
+    assert problem in found
+
+
+@pytest.mark.parametrize(
+    ("expression", "window"),
+    [
+        ("0 0 1 * *", datetime.timedelta(days=28)),
+        ("0 0 29 2 *", datetime.timedelta(days=1461)),
+        ("0 9,17 * * 1-5", 8 * HOUR),
+        ("*/15 * * * *", 15 * 60 * SECOND),
+    ],
+)
+def test_a_fixed_window_no_longer_than_the_shortest_gap_passes(expression, window):
+    assert problems(job_class(schedule=expression, window=window)) == []
+
+
+@override_settings(TIME_ZONE="America/New_York")
+def test_a_fixed_window_leaves_room_for_the_change_of_offset_at_set_local_times():
+    (found,) = problems(job_class(schedule="30 2 * * *", window=24 * HOUR))
+    assert "less the 1:00:00 a change of UTC offset in America/New_York can take" in found
+    assert "or make it at most 23:00:00" in found
+    assert problems(job_class(schedule="30 2 * * *", window=23 * HOUR)) == []
+    # An expression with * in its minute or hour fields skips what the change skips.
+    assert problems(job_class(schedule="*/15 * * * *", window=15 * 60 * SECOND)) == []
