@@ -30,7 +30,7 @@ from typing import Protocol
 from cronsim import CronSim, CronSimError
 from django.utils import timezone
 
-from jobclaims import windows
+from jobclaims import leases, windows
 from jobclaims.models import JobRun
 from jobclaims.windows import UTC
 
@@ -221,6 +221,7 @@ class ScheduledCommand(Protocol):
     schedule: str | None
     misfire: str
     misfire_deadline: datetime.timedelta | None
+    lease: datetime.timedelta | None
 
     @classmethod
     def declares_window(cls) -> bool: ...
@@ -297,7 +298,7 @@ class JobSchedule:
         if self.misfire == Misfire.SKIP and late > ON_TIME:
             return None
         deadline = self.misfire_deadline
-        if self.misfire == Misfire.LATEST and deadline and late > max(deadline, ON_TIME):
+        if self.misfire == Misfire.LATEST and deadline and late > deadline:
             return None
         return fire
 
@@ -384,11 +385,10 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
             f"{name}: misfire {command_class.misfire!r} is not one of "
             f"{', '.join(map(repr, Misfire.choices))}"
         )
-    deadline = command_class.misfire_deadline
-    if deadline is not None and not (
-        isinstance(deadline, datetime.timedelta) and deadline > datetime.timedelta()
-    ):
-        found.append(f"{name}: misfire_deadline must be a positive timedelta or None")
+    found.extend(f"{name}: {problem}" for problem in _deadline_problems(command_class))
+    lease = command_class.lease
+    if lease is not None and (problem := leases.problem(lease)):
+        found.append(f"{name}: lease {problem}")
     if command_class.declares_window():
         try:
             window = windows.resolve(command_class.window)
@@ -405,6 +405,33 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
                 "(each fire time is then its own window) or make it shorter"
             )
     return found
+
+
+def _deadline_problems(command_class: type[ScheduledCommand]) -> list[str]:
+    """What is wrong with the job's ``misfire_deadline``, as sentences naming the fix.
+
+    Under ``ON_TIME`` it would be a deadline no fire is held to: a fire
+    that late is on time. With ``misfire = "skip"`` there is no missed fire
+    for it to bound.
+    """
+    deadline = command_class.misfire_deadline
+    if deadline is None:
+        return []
+    if not isinstance(deadline, datetime.timedelta) or deadline <= datetime.timedelta():
+        return ["misfire_deadline must be a positive timedelta or None"]
+    if deadline < ON_TIME:
+        return [
+            f"misfire_deadline {deadline} is shorter than the {ON_TIME.seconds} seconds a "
+            "fire may be late and still be on time; make it at least "
+            f"timedelta(seconds={ON_TIME.seconds}), or set misfire = 'skip' to run "
+            "only fires on time"
+        ]
+    if command_class.misfire == Misfire.SKIP:
+        return [
+            "misfire_deadline bounds the missed fire misfire = 'latest' runs, and "
+            "misfire = 'skip' runs none; remove the deadline, or set misfire = 'latest'"
+        ]
+    return []
 
 
 def _two_fires_in_one_window(

@@ -8,7 +8,7 @@ import re
 import zoneinfo
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, ManagementUtility, call_command
 from django.db import DEFAULT_DB_ALIAS
 from django.test import override_settings
 
@@ -377,3 +377,44 @@ def test_a_fixed_window_leaves_room_for_the_change_of_offset_at_set_local_times(
     assert problems(job_class(schedule="30 2 * * *", window=23 * HOUR)) == []
     # An expression with * in its minute or hour fields skips what the change skips.
     assert problems(job_class(schedule="*/15 * * * *", window=15 * 60 * SECOND)) == []
+
+
+@pytest.mark.parametrize(
+    ("attributes", "problem"),
+    [
+        (
+            {"misfire_deadline": 30 * SECOND},
+            "misfire_deadline 0:00:30 is shorter than the 60 seconds a fire may be late",
+        ),
+        (
+            {"misfire": "skip", "misfire_deadline": HOUR},
+            "misfire = 'skip' runs none; remove the deadline, or set misfire = 'latest'",
+        ),
+        (
+            {"lease": -5 * SECOND},
+            "lease must be a positive datetime.timedelta, not datetime.timedelta(days=-1, ",
+        ),
+    ],
+)
+def test_a_misfire_deadline_or_lease_the_job_cannot_honour_is_refused(attributes, problem):
+    (found,) = problems(job_class(schedule="5 2 * * *", **attributes))
+    assert found.startswith("nightly: ")
+    assert problem in found
+
+
+def test_a_misfire_deadline_is_honoured_to_the_second():
+    job = schedule_of(schedule="0 * * * *", misfire_deadline=90 * SECOND)
+    fire = at("2026-11-29T10:00+00:00")
+    assert job.due(fire + 90 * SECOND) == fire
+    assert job.due(fire + 91 * SECOND) is None
+
+
+@pytest.mark.django_db
+def test_status_check_reports_a_job_with_a_bad_schedule_critical(monkeypatch, capsys):
+    bad = job_class(schedule="61 * * * *")
+    monkeypatch.setattr(scheduler, "scheduled_commands", lambda: {"nightly": bad()})
+    # As manage.py runs it: with the system checks, which E005 fails.
+    with pytest.raises(SystemExit) as exited:
+        ManagementUtility(["manage.py", "jobclaims_status", "--check"]).execute()
+    assert exited.value.code == 2
+    assert "nightly: schedule '61 * * * *' is not a cron expression" in capsys.readouterr().out
