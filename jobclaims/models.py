@@ -223,11 +223,13 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         """Claim ``window`` of ``job`` for this process, or return ``None``.
 
         ``None`` means another holder's lease has not run out, the window
-        already succeeded (pass ``force=True`` to run it again) or, unless
-        ``allow_overlap``, a run of another window of the job still holds it;
-        ``try_claim()`` says which. ``schedule`` names how the job's windows
-        are cut ("hourly", see ``jobclaims.windows``), so that windows no
-        instance claimed can be listed later.
+        already succeeded (pass ``force=True`` to run it again), unless
+        ``allow_overlap`` a run of another window of the job still holds it,
+        or a run of another window covering the same time succeeded or is
+        held (``jobclaims.slots``); ``try_claim()`` says which. ``schedule``
+        names how the job's windows are cut ("hourly", see
+        ``jobclaims.windows``), so that windows no instance claimed can be
+        listed later, and each window's slot known.
 
         Claim outside any transaction, and run the job after this returns: a
         claim that has not committed is invisible to the other instances.
