@@ -235,7 +235,7 @@ class JobCommand(BaseCommand):
         self._run(run, lease, args, options)
 
     def _scheduled(self) -> schedules.JobSchedule | None:
-        if not self.schedule:
+        if self.schedule is None:
             return None
         try:
             return schedules.JobSchedule.of(self, self._command_name())
@@ -320,6 +320,12 @@ def _skip_message(refusal: Refusal) -> str:
             f"{skipped}: the {refusal.held_window} run, held by {refusal.owner} until "
             f"{_local(refusal.expires_at)}, is still running; set allow_overlap = True "
             "to let windows overlap."
+        )
+    if refusal.reason == Reason.SLOT_RAN:
+        return f"{skipped}: the {refusal.held_window} run covers the same time and " + (
+            f"is still running, held by {refusal.owner}."
+            if refusal.status == JobRun.Status.RUNNING
+            else f"succeeded at {_local(refusal.finished_at)}; pass --force to run it again."
         )
     if refusal.reason == Reason.SUCCEEDED:
         return (

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import F, Manager, Q
 
-from jobclaims import events, retries, standby
+from jobclaims import events, retries, slots, standby
 from jobclaims.clock import DatabaseNow, as_utc
 from jobclaims.sql import ClaimRow, Rival, claim_statements
 from jobclaims.states import Reason, Refusal, Status, frees, frees_q, may_take_over_q
@@ -76,6 +76,9 @@ def claim(
     job, window = new.job, new.window
     connection = connections[db]
     connection.ensure_connection()
+    if not force and (refusal := _slot_refusal(runs, db, new, held=True)):
+        with connection.cursor() as cursor:
+            return _skip(runs, cursor, new, refusal)
     # A commit may wait for a synchronous standby; never forever.
     with standby.bounded(connection) as watch:
         try:
@@ -89,8 +92,50 @@ def claim(
     run, previous_status = outcome
     if watch.fired:
         raise standby.claim_not_acknowledged(job, window, run)
+    if previous_status is None and not force and (refusal := _slot_refusal(runs, db, run)):
+        return _give_back(runs, db, run, refusal)
     events.acquired(run, previous_status)
     return run
+
+
+def _slot_refusal(
+    runs: Manager[Any], db: str, new: ClaimRow, *, held: bool = False
+) -> Refusal | None:
+    """The refusal of a run of another window covering ``new``'s slot
+    (``jobclaims.slots``), or None.
+
+    Before the claim, a held run refuses too. After it, only a success
+    does: two claims of overlapping slots that met while both were held
+    must not both give way. Unless overlap is allowed, the one-holder
+    constraint never lets them both hold; with overlap allowed, they both run.
+    """
+    if new.slot_start is None or new.slot_end is None:
+        return None
+    found = slots.ran(runs.using(db), new.job, new.window, (new.slot_start, new.slot_end))
+    if not held:
+        found = found.filter(status=Status.SUCCEEDED)
+    row = found.order_by("slot_end").first()
+    if row is None:
+        return None
+    return Refusal(
+        new.job,
+        new.window,
+        Reason.SLOT_RAN,
+        held_window=row.window,
+        owner=row.owner,
+        status=row.status,
+        expires_at=row.expires_at,
+        finished_at=row.finished_at,
+    )
+
+
+def _give_back(runs: Manager[Any], db: str, run: ClaimRow, refusal: Refusal) -> Refusal:
+    """Delete the row just inserted for ``run``: a run covering its slot
+    succeeded while it was being claimed (the check before the claim did
+    not see it yet)."""
+    runs.using(db).filter(pk=run.pk, token=run.token).delete()
+    with connections[db].cursor() as cursor:
+        return _skip(runs, cursor, run, refusal)
 
 
 def _claim_until_settled(

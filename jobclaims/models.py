@@ -18,7 +18,7 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import charsets, engine, events, leases, retries, standby, states
+from jobclaims import charsets, engine, events, leases, retries, slots, standby, states
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, UnknownClaim
@@ -223,11 +223,13 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         """Claim ``window`` of ``job`` for this process, or return ``None``.
 
         ``None`` means another holder's lease has not run out, the window
-        already succeeded (pass ``force=True`` to run it again) or, unless
-        ``allow_overlap``, a run of another window of the job still holds it;
-        ``try_claim()`` says which. ``schedule`` names how the job's windows
-        are cut ("hourly", see ``jobclaims.windows``), so that windows no
-        instance claimed can be listed later.
+        already succeeded (pass ``force=True`` to run it again), unless
+        ``allow_overlap`` a run of another window of the job still holds it,
+        or a run of another window covering the same time succeeded or is
+        held (``jobclaims.slots``); ``try_claim()`` says which. ``schedule``
+        names how the job's windows are cut ("hourly", see
+        ``jobclaims.windows``), so that windows no instance claimed can be
+        listed later, and each window's slot known.
 
         Claim outside any transaction, and run the job after this returns: a
         claim that has not committed is invisible to the other instances.
@@ -265,12 +267,15 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         """
         owner = owner or engine.process_owner()
         self.model.validate_claim(job, window, lease, schedule, owner)
+        slot_start, slot_end = slots.bounds(schedule, window) or (None, None)
         new = self.model(
             job=job,
             window=window,
             schedule=schedule,
             owner=owner,
             holds_job=None if allow_overlap else True,
+            slot_start=slot_start,
+            slot_end=slot_end,
         )
         outcome = engine.claim(self, self.claims_db(), new, lease, force, details)
         # The engine hands back the row it was given or read from this table.
@@ -316,6 +321,11 @@ class JobRun(models.Model):
         editable=False,
         help_text=_("Set while this run keeps other windows of its job waiting."),
     )
+    # The interval the window covers (jobclaims.slots): a claim is refused
+    # while another window of the job whose slot overlaps it succeeded or is
+    # held. NULL for a claim with no schedule name, which is not compared.
+    slot_start = models.DateTimeField(_("slot start"), null=True, blank=True, editable=False)
+    slot_end = models.DateTimeField(_("slot end"), null=True, blank=True, editable=False)
     # db_default makes Django read these back with RETURNING after an INSERT
     # that sets them from the database clock.
     claimed_at = models.DateTimeField(_("claimed at"), db_default=DatabaseNow())
@@ -340,6 +350,7 @@ class JobRun(models.Model):
         indexes = [
             models.Index(fields=["status", "expires_at"], name="jobclaims_status_expires_idx"),
             models.Index(fields=["claimed_at"], name="jobclaims_claimed_at_idx"),
+            models.Index(fields=["job", "slot_end"], name="jobclaims_job_slot_end_idx"),
         ]
 
     def __str__(self) -> str:

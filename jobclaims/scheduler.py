@@ -56,11 +56,15 @@ ON_A_DAY = datetime.timedelta(days=1)
 
 
 def scheduled_commands() -> dict[str, JobCommand]:
-    """Every management command that is a ``JobCommand`` with a schedule, by name."""
+    """Every management command that is a ``JobCommand`` with a schedule, by name.
+
+    An empty schedule is one too, for ``JobSchedule.of()`` to refuse: a job
+    must not go unscheduled for want of a cron expression.
+    """
     found = {}
     for name, app in sorted(get_commands().items()):
         command = app if isinstance(app, BaseCommand) else load_command_class(app, name)
-        if isinstance(command, JobCommand) and command.schedule:
+        if isinstance(command, JobCommand) and command.schedule is not None:
             found[name] = command
     return found
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -29,7 +30,7 @@ from typing import Protocol
 from cronsim import CronSim, CronSimError
 from django.utils import timezone
 
-from jobclaims import windows
+from jobclaims import leases, windows
 from jobclaims.models import JobRun
 from jobclaims.windows import UTC
 
@@ -70,55 +71,76 @@ class Misfire:
     choices = (SKIP, LATEST, ALL)
 
 
+#: Vixie cron's nicknames, as the five fields each stands for.
+ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+#: A one-value range with a step, like ``30-30/15``: Vixie cron reads it as
+#: the one value, and cronsim as "30 and every 15th after" (see ``_as_cronsim``).
+_ONE_VALUE_RANGE = re.compile(r"^(\w+)-(\w+)/\d+$")
+
+
 @dataclass(frozen=True)
 class CronSchedule:
     """A cron expression evaluated in the project's time zone.
 
-    Five fields (minute to day of week), or six with a leading seconds field.
+    Five fields (minute to day of week), six with a leading seconds field,
+    or one of Vixie cron's nicknames (``@daily``). Fields mean what they mean
+    to Vixie cron, which cronsim follows but for one-value ranges with a step.
     """
 
     expression: str
 
     def __post_init__(self) -> None:
-        fields = self.expression.split()
-        if len(fields) not in (5, 6):
-            raise ValueError(
-                f"schedule {self.expression!r} has {len(fields)} fields; write five, "
-                "minute hour day month weekday, like '5 2 * * *' (or six, with "
-                "seconds first)"
-            )
+        _refuse_what_cron_would_not_run(self.expression)
         try:
-            CronSim(self.expression, _local(timezone.now()))
+            CronSim(self._cronsim, _local(timezone.now()))
         except CronSimError as error:
             raise ValueError(
                 f"schedule {self.expression!r} is not a cron expression ({error}); "
-                "write it like '5 2 * * *' for 02:05 every day"
+                "write it like '5 2 * * *' for 02:05 every day, with numbers, names (MON, "
+                "JAN), ranges (1-5), steps (*/15, 0-30/10) and lists (1,15) in each field"
             ) from None
 
     @property
-    def has_seconds(self) -> bool:
-        return len(self.expression.split()) == 6
+    def _cronsim(self) -> str:
+        """The expression as cronsim reads it the way Vixie cron does."""
+        fields = ALIASES.get(self.expression.strip().lower(), self.expression).split()
+        names = [()] * (len(fields) - 2) + [_MONTHS, _WEEKDAYS]
+        return " ".join(map(_as_cronsim, fields, names))
 
     def describe(self) -> str:
         """The schedule in words, like "At 02:05 every day"."""
-        return str(CronSim(self.expression, _local(timezone.now())).explain())
+        return str(CronSim(self._cronsim, _local(timezone.now())).explain())
 
     # cronsim counts in whole seconds, and where a start has microseconds
     # its versions differ: 2.7 (the last for Python 3.10) drops them going
     # backwards, 2.8 does not. So each walk starts a whole second beyond
-    # ``moment`` and drops the fires on the wrong side of it.
+    # ``moment`` and drops the fires on the wrong side of it. ``moment`` is
+    # compared in UTC: two datetimes in one zone compare by wall time, and a
+    # local time a spring-forward change skips (02:30, read as 03:30) would
+    # come before the 03:00 fire at the change.
 
     def fires_after(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times after ``moment``, soonest first, in UTC."""
+        moment = moment.astimezone(UTC)
         start = _local(moment.replace(microsecond=0) - SECOND)
-        for fire in CronSim(self.expression, start):
+        for fire in CronSim(self._cronsim, start):
             if fire > moment:
                 yield fire.astimezone(UTC)
 
     def fires_before(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times at or before ``moment``, latest first, in UTC."""
+        moment = moment.astimezone(UTC)
         start = _local(moment.replace(microsecond=0) + SECOND)
-        for fire in CronSim(self.expression, start, reverse=True):
+        for fire in CronSim(self._cronsim, start, reverse=True):
             if fire <= moment:
                 yield fire.astimezone(UTC)
 
@@ -134,7 +156,43 @@ class CronSchedule:
 
     def key(self, fire: datetime.datetime) -> str:
         """The key of the window ``fire`` opens: its local time, with its offset."""
-        return windows._local(fire).isoformat("T", "seconds" if self.has_seconds else "minutes")
+        return windows.canonical(windows._local(fire))
+
+    @property
+    def at_set_local_times(self) -> bool:
+        """Whether cronsim moves a fire that a spring-forward change skips to
+        the change, as Debian cron does: five fields, minute and hour without ``*``."""
+        fields = self._cronsim.split()
+        return len(fields) == 5 and not fields[0].startswith("*") and not fields[1].startswith("*")
+
+    def shortest_gap(self) -> tuple[datetime.datetime, datetime.datetime]:
+        """Two consecutive fires, as wall times, as close as any two ever are.
+
+        Worked out from the fields, for all time: the closest two times of
+        one day, and the closest two days of the Gregorian calendar's
+        400-year cycle (146,097 days, a whole number of weeks, after which
+        dates and weekdays repeat) with the last time of the first and the
+        first time of the second.
+        """
+        walk = CronSim(self._cronsim, datetime.datetime(2000, 1, 1))
+        times = sorted(
+            datetime.time(hour, minute, second)
+            for hour in walk.hours
+            for minute in walk.minutes
+            for second in walk.seconds
+        )
+        closest = min(itertools.pairwise(times), key=_seconds_apart, default=None)
+        days = _closest_days(walk)
+        across = (
+            datetime.datetime.combine(days[0], times[-1]),
+            datetime.datetime.combine(days[1], times[0]),
+        )
+        if closest is None or across[1] - across[0] <= _seconds_apart(closest) * SECOND:
+            return across
+        return (
+            datetime.datetime.combine(days[0], closest[0]),
+            datetime.datetime.combine(days[0], closest[1]),
+        )
 
     def fire_for(self, text: str) -> datetime.datetime:
         """The fire an operator's ``--window`` names.
@@ -163,6 +221,7 @@ class ScheduledCommand(Protocol):
     schedule: str | None
     misfire: str
     misfire_deadline: datetime.timedelta | None
+    lease: datetime.timedelta | None
 
     @classmethod
     def declares_window(cls) -> bool: ...
@@ -193,7 +252,7 @@ class JobSchedule:
         Raises ``ValueError`` naming the fix when the job's schedule,
         window or misfire policy cannot be used (see ``problems()``).
         """
-        assert command.schedule, "only a JobCommand with a schedule has one"
+        assert command.schedule is not None, "only a JobCommand with a schedule has one"
         if found := problems(type(command)):
             raise ValueError(found[0])
         return cls(
@@ -239,7 +298,7 @@ class JobSchedule:
         if self.misfire == Misfire.SKIP and late > ON_TIME:
             return None
         deadline = self.misfire_deadline
-        if self.misfire == Misfire.LATEST and deadline and late > max(deadline, ON_TIME):
+        if self.misfire == Misfire.LATEST and deadline and late > deadline:
             return None
         return fire
 
@@ -312,7 +371,7 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
     """What keeps the job's schedule from being used, as sentences naming the fix."""
     name = command_class.__module__.rpartition(".")[2]
     expression = command_class.schedule
-    if not expression:
+    if expression is None:
         return []
     if not isinstance(expression, str):
         return [f"{name}: schedule must be a cron expression string, not {expression!r}"]
@@ -326,17 +385,18 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
             f"{name}: misfire {command_class.misfire!r} is not one of "
             f"{', '.join(map(repr, Misfire.choices))}"
         )
-    deadline = command_class.misfire_deadline
-    if deadline is not None and not (
-        isinstance(deadline, datetime.timedelta) and deadline > datetime.timedelta()
-    ):
-        found.append(f"{name}: misfire_deadline must be a positive timedelta or None")
+    found.extend(f"{name}: {problem}" for problem in _deadline_problems(command_class))
+    lease = command_class.lease
+    if lease is not None and (problem := leases.problem(lease)):
+        found.append(f"{name}: lease {problem}")
     if command_class.declares_window():
         try:
             window = windows.resolve(command_class.window)
         except ValueError as error:
             return [*found, f"{name}: {error}"]
-        if shared := _two_fires_in_one_window(cron, window):
+        if isinstance(window, windows.FixedWindow):
+            found.extend(_gap_shorter_than(name, cron, window))
+        elif shared := _two_fires_in_one_window(cron, window):
             first, second = shared
             found.append(
                 f"{name}: schedule {expression!r} contradicts window "
@@ -347,8 +407,35 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
     return found
 
 
+def _deadline_problems(command_class: type[ScheduledCommand]) -> list[str]:
+    """What is wrong with the job's ``misfire_deadline``, as sentences naming the fix.
+
+    Under ``ON_TIME`` it would be a deadline no fire is held to: a fire
+    that late is on time. With ``misfire = "skip"`` there is no missed fire
+    for it to bound.
+    """
+    deadline = command_class.misfire_deadline
+    if deadline is None:
+        return []
+    if not isinstance(deadline, datetime.timedelta) or deadline <= datetime.timedelta():
+        return ["misfire_deadline must be a positive timedelta or None"]
+    if deadline < ON_TIME:
+        return [
+            f"misfire_deadline {deadline} is shorter than the {ON_TIME.seconds} seconds a "
+            "fire may be late and still be on time; make it at least "
+            f"timedelta(seconds={ON_TIME.seconds}), or set misfire = 'skip' to run "
+            "only fires on time"
+        ]
+    if command_class.misfire == Misfire.SKIP:
+        return [
+            "misfire_deadline bounds the missed fire misfire = 'latest' runs, and "
+            "misfire = 'skip' runs none; remove the deadline, or set misfire = 'latest'"
+        ]
+    return []
+
+
 def _two_fires_in_one_window(
-    cron: CronSchedule, window: windows.CalendarWindow | windows.FixedWindow
+    cron: CronSchedule, window: windows.CalendarWindow
 ) -> tuple[datetime.datetime, datetime.datetime] | None:
     start = timezone.now()
     previous: tuple[datetime.datetime, str] | None = None
@@ -360,6 +447,124 @@ def _two_fires_in_one_window(
             return previous[0], fire
         previous = (fire, key)
     return None
+
+
+def _refuse_what_cron_would_not_run(expression: str) -> None:
+    """Raise ``ValueError`` naming the fix for an expression of no fire times."""
+    if expression.strip().lower() == "@reboot":
+        raise ValueError(
+            "schedule '@reboot' names no time: a scheduler starts jobs at fire times, "
+            "and each host's scheduler restarts when it likes; start the command from "
+            "the host's boot (a systemd unit) instead, or give a time like '@daily'"
+        )
+    fields = expression.lower().split()
+    if not fields:
+        raise ValueError(
+            f"schedule {expression!r} is empty; write a cron expression like '5 2 * * *', "
+            "or leave schedule None for a job that your own cron starts"
+        )
+    if len(fields) == 1 and fields[0].startswith("@") and fields[0] not in ALIASES:
+        raise ValueError(
+            f"schedule {expression!r} is not a cron nickname; use one of {', '.join(ALIASES)}"
+        )
+    if len(fields) not in (1, 5, 6) or (len(fields) == 1 and fields[0] not in ALIASES):
+        raise ValueError(
+            f"schedule {expression!r} has {len(fields)} fields; write five, "
+            "minute hour day month weekday, like '5 2 * * *' (or six, with "
+            "seconds first, or a nickname like '@daily')"
+        )
+
+
+def _as_cronsim(field: str, names: tuple[str, ...] = ()) -> str:
+    """``field`` with each one-value range with a step (``30-30/15``) as its value."""
+    terms = []
+    for term in field.split(","):
+        match = _ONE_VALUE_RANGE.match(term)
+        if match and _value(match[1], names) == _value(match[2], names):
+            term = match[1]
+        terms.append(term)
+    return ",".join(terms)
+
+
+def _value(text: str, names: tuple[str, ...]) -> str:
+    """A field's number or name, as the number it stands for (JAN: 1, SUN: 0)."""
+    if text.upper() in names:
+        return str(names.index(text.upper()))
+    return str(int(text)) if text.isdigit() else text.upper()
+
+
+#: Names in the month and day-of-week fields, at the index of their number.
+_MONTHS = ("", "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+
+
+def _gap_shorter_than(name: str, cron: CronSchedule, window: windows.FixedWindow) -> list[str]:
+    """A fixed window must be no longer than the shortest gap between two
+    fires: then no bucket ever holds two, in any year. A problem naming the
+    fix if not.
+
+    Fires at set local times (minute and hour fields without ``*``) can come
+    closer than their wall times by the largest change of UTC offset in
+    ``TIME_ZONE``: a spring-forward change moves a fire it skips to the
+    change. Other expressions skip such fires, and their gaps stay.
+    """
+    first, second = cron.shortest_gap()
+    shift = _zone_shift() if cron.at_set_local_times else datetime.timedelta()
+    longest = second - first - shift
+    if window.size <= longest:
+        return []
+    zone = timezone.get_current_timezone_name()
+    less = f", less the {shift} a change of UTC offset in {zone} can take," if shift else ""
+    return [
+        f"{name}: schedule {cron.expression!r} contradicts window {window.size!r}: fires "
+        f"can come {second - first} apart (like {first:%d %B %H:%M:%S} and "
+        f"{second:%d %B %H:%M:%S}){less} and a longer window can hold two, so the second "
+        "would never run; remove the window (each fire time is then its own window) or "
+        f"make it at most {longest}"
+    ]
+
+
+def _seconds_apart(times: tuple[datetime.time, datetime.time]) -> int:
+    first, second = (time.hour * 3600 + time.minute * 60 + time.second for time in times)
+    return second - first
+
+
+#: After this many days dates and weekdays repeat: 400 Gregorian years.
+_CALENDAR_CYCLE = 146_097
+
+
+def _closest_days(walk: CronSim) -> tuple[datetime.date, datetime.date]:
+    """The two consecutive fire days closest together in the calendar's cycle."""
+    previous: datetime.date | None = None
+    closest: tuple[datetime.date, datetime.date] | None = None
+    day = datetime.date(2001, 1, 1)
+    # One more cycle's worth of the first fire day closes the loop.
+    for _ in range(_CALENDAR_CYCLE + 366 * 4):
+        if day.month in walk.months and walk.match_day(day):
+            if previous is not None and (
+                closest is None or day - previous < closest[1] - closest[0]
+            ):
+                closest = (previous, day)
+                if day - previous == datetime.timedelta(days=1):
+                    break
+            previous = day
+        day += datetime.timedelta(days=1)
+    assert closest is not None, "cronsim refuses an expression that never fires"
+    return closest
+
+
+def _zone_shift() -> datetime.timedelta:
+    """How much nearer two fires can come than their wall times say: the
+    largest change of UTC offset ``TIME_ZONE`` makes (an hour for most zones
+    with daylight saving, none for UTC)."""
+    zone = timezone.get_current_timezone()
+    start = timezone.now()
+    offsets = {
+        (start + offset * datetime.timedelta(days=7)).astimezone(zone).utcoffset()
+        for offset in range(53 * 2)
+    }
+    known = [offset for offset in offsets if offset is not None]
+    return max(known) - min(known)
 
 
 def _show(moment: datetime.datetime) -> str:

@@ -45,6 +45,8 @@ class ClaimRow(Protocol):
     status: str
     attempt: int
     holds_job: bool | None
+    slot_start: datetime.datetime | None
+    slot_end: datetime.datetime | None
     claimed_at: datetime.datetime
     expires_at: datetime.datetime
     finished_at: datetime.datetime | None
@@ -106,12 +108,14 @@ class ClaimStatements:
         self._token = runs._meta.get_field("token")
         run, skip = _Table(connection, runs), _Table(connection, skips)
 
-        written = run.names("job", "window", "schedule", "owner", "token", "holds_job")
+        written = run.names(
+            "job", "window", "schedule", "owner", "token", "holds_job", "slot_start", "slot_end"
+        )
         stamped = run.names("status", "attempt", "error", "claimed_at", "expires_at")
         columns = f"{run} ({written}, {stamped})"
         # A new claim is running; the value is the model's own, not input.
         running = f"'{Status.RUNNING.value}'"
-        values = f"%s, %s, %s, %s, %s, %s, {running}, 1, '', {now}, {lease_end}"
+        values = f"%s, %s, %s, %s, %s, %s, %s, %s, {running}, 1, '', {now}, {lease_end}"
         key_and_stamps = run.names("id", "claimed_at", "expires_at")
         returning = f" RETURNING {key_and_stamps}"
         self._insert_unless_taken = self._unless_taken(columns, values, returning)
@@ -257,7 +261,9 @@ class ClaimStatements:
         self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
     ) -> list[Any]:
         token = self._token.get_db_prep_value(run.token, cursor.db)
-        written = [run.job, run.window, run.schedule, run.owner, token, run.holds_job]
+        adapt = cursor.db.ops.adapt_datetimefield_value
+        slot = [adapt(run.slot_start), adapt(run.slot_end)]
+        written = [run.job, run.window, run.schedule, run.owner, token, run.holds_job, *slot]
         return [*written, self._lease_param(lease)]
 
     def _load(self, cursor: CursorWrapper, run: ClaimRow, row: tuple[Any, ...]) -> None:

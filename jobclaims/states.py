@@ -43,6 +43,7 @@ class Reason(models.TextChoices):
     HELD = "held", _("another instance held the window")
     SUCCEEDED = "succeeded", _("the window had already succeeded")
     OVERLAP = "overlap", _("a run of another window held the job")
+    SLOT_RAN = "slot-ran", _("another window covering the same time had run")
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,13 @@ class Refusal:
                 Reason.HELD: "another instance holds it",
                 Reason.SUCCEEDED: "it already succeeded",
                 Reason.OVERLAP: "a run of another window holds the job",
+                Reason.SLOT_RAN: "another window covering the same time has run",
             }[self.reason]
+        if self.reason == Reason.SLOT_RAN:
+            return (
+                f"the {self.held_window} run covers the same time and is "
+                f"{'still running' if self.status == Status.RUNNING else 'done'}"
+            )
         if self.reason == Reason.OVERLAP:
             return (
                 f"the {self.held_window} run, held by {self.owner} until "

@@ -111,8 +111,7 @@ class FixedWindow:
 
     def key_at(self, moment: datetime.datetime) -> str:
         buckets = (moment.astimezone(UTC) - EPOCH) // self.size
-        start = EPOCH + buckets * self.size
-        return _local(start).isoformat("T", "seconds")
+        return canonical(_local(EPOCH + buckets * self.size))
 
     def keys_between(self, start: datetime.datetime, end: datetime.datetime) -> list[str]:
         """Keys of the buckets from ``start``'s up to, not including, ``end``'s."""
@@ -171,6 +170,17 @@ def from_name(name: str) -> CalendarWindow | FixedWindow:
             raise ValueError(f"schedule {name!r} names no window")
         return resolve(datetime.timedelta(seconds=int(seconds)))
     return resolve(name)
+
+
+def canonical(start: datetime.datetime) -> str:
+    """The one key of a window or fire starting at ``start``, a local time:
+    to the minute, with seconds only where they are not zero.
+
+    One spelling per instant: ``timedelta(hours=1)`` and ``"hourly"`` name
+    the same hour ``2026-12-01T20:00+00:00``, and a schedule that gains a
+    seconds field keys its fires as before.
+    """
+    return start.isoformat("T", "seconds" if start.second else "minutes")
 
 
 def _distinct_keys(

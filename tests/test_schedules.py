@@ -5,9 +5,10 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import zoneinfo
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, ManagementUtility, call_command
 from django.db import DEFAULT_DB_ALIAS
 from django.test import override_settings
 
@@ -16,6 +17,7 @@ from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.schedules import ON_TIME, CronSchedule, JobSchedule, Misfire, problems
+from tests import vixie
 from tests.helpers import run_command
 
 SECOND = datetime.timedelta(seconds=1)
@@ -220,3 +222,199 @@ def test_a_scheduled_jobs_window_must_name_a_moment():
 def test_the_scheduler_runs_at_least_one_job_at_once():
     with pytest.raises(CommandError, match="'0' is not a whole number of jobs above 0"):
         call_command("jobclaims_scheduler", "--max-jobs", "0")
+
+
+UTC = datetime.timezone.utc
+
+
+@override_settings(TIME_ZONE="UTC")
+def test_the_parser_agrees_with_vixie_cron_over_a_year_for_generated_expressions():
+    start = datetime.datetime(2027, 1, 1, tzinfo=UTC) - datetime.timedelta(microseconds=1)
+    end = datetime.datetime(2028, 1, 1, tzinfo=UTC) - datetime.timedelta(microseconds=1)
+    disagree = [
+        expression
+        for expression in vixie.expressions(seed=22, how_many=300, most_fires=5000)
+        if CronSchedule(expression).fires_between(start, end) != list(vixie.fires(expression, 2027))
+    ]
+    assert disagree == []
+
+
+@override_settings(TIME_ZONE="UTC")
+@pytest.mark.parametrize(
+    ("expression", "minutes"),
+    [("30-30/15 * * * *", ["30", "30"]), ("10-10/5,30-30/15 * * * *", ["10", "30", "10", "30"])],
+)
+def test_a_one_value_range_with_a_step_fires_at_its_value_only(expression, minutes):
+    keys = keys_between(expression, "2027-01-01T00:00+00:00", "2027-01-01T02:00+00:00")
+    assert [key[14:16] for key in keys] == minutes
+
+
+@override_settings(TIME_ZONE="UTC")
+@pytest.mark.parametrize(
+    ("nickname", "fields"),
+    [
+        ("@yearly", "0 0 1 1 *"),
+        ("@annually", "0 0 1 1 *"),
+        ("@monthly", "0 0 1 * *"),
+        ("@weekly", "0 0 * * 0"),
+        ("@daily", "0 0 * * *"),
+        ("@midnight", "0 0 * * *"),
+        ("@hourly", "0 * * * *"),
+    ],
+)
+def test_each_cron_nickname_fires_as_the_fields_it_stands_for(nickname, fields):
+    start, end = at("2026-12-31T23:59+00:00"), at("2027-12-31T23:59+00:00")
+    fires = CronSchedule(nickname).fires_between(start, end)
+    assert fires
+    assert fires == list(vixie.fires(fields, 2027))
+    assert problems(job_class(schedule=nickname)) == []
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ("@reboot", "schedule '@reboot' names no time: a scheduler starts jobs at fire times"),
+        ("@fortnightly", "is not a cron nickname; use one of @yearly, @annually"),
+        ("", "schedule '' is empty; write a cron expression like '5 2 * * *', or leave "),
+        ("   ", "schedule '   ' is empty"),
+        ("daily", "schedule 'daily' has 1 fields; write five"),
+        ("0 0 15W * *", "is not a cron expression (Bad day-of-month); write it like '5 2 * * *'"),
+        ("0 0 ? * *", "with numbers, names (MON, JAN), ranges (1-5), steps (*/15, 0-30/10)"),
+    ],
+)
+def test_a_schedule_cron_would_not_run_is_refused_naming_the_fix(schedule, message):
+    (problem,) = problems(job_class(schedule=schedule))
+    assert problem.startswith("nightly: ")
+    assert message in problem
+
+
+@pytest.mark.django_db
+def test_a_job_with_an_empty_schedule_refuses_to_run_rather_than_go_unscheduled(monkeypatch):
+    empty = job_class(schedule="", run_job=lambda self, run, **o: None)
+    with pytest.raises(CommandError, match="schedule '' is empty"):
+        call_command(empty())
+    monkeypatch.setattr(scheduler, "get_commands", lambda: {"nightly": empty()})
+    assert list(scheduler.scheduled_commands()) == ["nightly"]
+    (error,) = checks.check_schedules()
+    assert "schedule '' is empty" in error.msg
+    assert not JobRun.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("zone", "night"), [("Europe/Berlin", "2027-03-28"), ("America/New_York", "2027-03-14")]
+)
+@pytest.mark.parametrize(
+    "expression", ["30 2 * * *", "0 2 * * *", "59 2 * * *", "0 * * * *", "*/15 * * * *"]
+)
+def test_window_at_each_local_time_spring_forward_skips_names_that_nights_fire(
+    zone, night, expression
+):
+    with override_settings(TIME_ZONE=zone):
+        job = schedule_of(schedule=expression)
+        day = datetime.date.fromisoformat(night)
+        fires = job.cron.fires_between(
+            at(f"{day - datetime.timedelta(days=1)}T00:00+00:00"), at(f"{night}T12:00+00:00")
+        )
+        for minute in range(60):
+            text = f"{night}T02:{minute:02d}"
+            # The docs' rule: the time is read with the offset before the
+            # change (02:10 is 03:10 daylight time), and names the fire it
+            # falls in: the latest at or before it.
+            instant = datetime.datetime.fromisoformat(text).replace(
+                tzinfo=zoneinfo.ZoneInfo(zone), fold=0
+            )
+            expected = max(fire for fire in fires if fire <= instant)
+            key = job.key_for(text)
+            assert key == job.key(expected), text
+            # Every one of these has a fire at 03:00, when the clocks jump.
+            assert key.startswith(f"{night}T03:"), text
+
+
+@override_settings(TIME_ZONE="America/New_York")
+def test_the_docs_new_york_example_names_the_hour_after_the_change():
+    for expression in ("0 * * * *", "30 2 * * *"):
+        key = schedule_of(schedule=expression).key_for("2026-03-08T02:30")
+        assert key == "2026-03-08T03:00-04:00", expression
+
+
+@pytest.mark.parametrize(
+    ("expression", "window", "problem"),
+    [
+        # Passed when the check looked 400 days ahead from 2026: February 2029's two
+        # fires share a 31-day bucket.
+        ("0 0 1 * *", datetime.timedelta(days=31), "fires can come 28 days, 0:00:00 apart"),
+        ("0 0 29 2 *", datetime.timedelta(days=1462), "fires can come 1461 days, 0:00:00 apart"),
+        ("0 9,17 * * 1-5", 9 * HOUR, "(like 01 January 09:00:00 and 01 January 17:00:00)"),
+        ("*/15 * * * *", 16 * 60 * SECOND, "or make it at most 0:15:00"),
+    ],
+)
+def test_a_fixed_window_longer_than_the_shortest_gap_between_fires_is_refused(
+    expression, window, problem
+):
+    (found,) = problems(job_class(schedule=expression, window=window))
+    assert f"schedule {expression!r} contradicts window {window!r}" in found
+    assert problem in found
+
+
+@pytest.mark.parametrize(
+    ("expression", "window"),
+    [
+        ("0 0 1 * *", datetime.timedelta(days=28)),
+        ("0 0 29 2 *", datetime.timedelta(days=1461)),
+        ("0 9,17 * * 1-5", 8 * HOUR),
+        ("*/15 * * * *", 15 * 60 * SECOND),
+    ],
+)
+def test_a_fixed_window_no_longer_than_the_shortest_gap_passes(expression, window):
+    assert problems(job_class(schedule=expression, window=window)) == []
+
+
+@override_settings(TIME_ZONE="America/New_York")
+def test_a_fixed_window_leaves_room_for_the_change_of_offset_at_set_local_times():
+    (found,) = problems(job_class(schedule="30 2 * * *", window=24 * HOUR))
+    assert "less the 1:00:00 a change of UTC offset in America/New_York can take" in found
+    assert "or make it at most 23:00:00" in found
+    assert problems(job_class(schedule="30 2 * * *", window=23 * HOUR)) == []
+    # An expression with * in its minute or hour fields skips what the change skips.
+    assert problems(job_class(schedule="*/15 * * * *", window=15 * 60 * SECOND)) == []
+
+
+@pytest.mark.parametrize(
+    ("attributes", "problem"),
+    [
+        (
+            {"misfire_deadline": 30 * SECOND},
+            "misfire_deadline 0:00:30 is shorter than the 60 seconds a fire may be late",
+        ),
+        (
+            {"misfire": "skip", "misfire_deadline": HOUR},
+            "misfire = 'skip' runs none; remove the deadline, or set misfire = 'latest'",
+        ),
+        (
+            {"lease": -5 * SECOND},
+            "lease must be a positive datetime.timedelta, not datetime.timedelta(days=-1, ",
+        ),
+    ],
+)
+def test_a_misfire_deadline_or_lease_the_job_cannot_honour_is_refused(attributes, problem):
+    (found,) = problems(job_class(schedule="5 2 * * *", **attributes))
+    assert found.startswith("nightly: ")
+    assert problem in found
+
+
+def test_a_misfire_deadline_is_honoured_to_the_second():
+    job = schedule_of(schedule="0 * * * *", misfire_deadline=90 * SECOND)
+    fire = at("2026-11-29T10:00+00:00")
+    assert job.due(fire + 90 * SECOND) == fire
+    assert job.due(fire + 91 * SECOND) is None
+
+
+@pytest.mark.django_db
+def test_status_check_reports_a_job_with_a_bad_schedule_critical(monkeypatch, capsys):
+    bad = job_class(schedule="61 * * * *")
+    monkeypatch.setattr(scheduler, "scheduled_commands", lambda: {"nightly": bad()})
+    # As manage.py runs it: with the system checks, which E005 fails.
+    with pytest.raises(SystemExit) as exited:
+        ManagementUtility(["manage.py", "jobclaims_status", "--check"]).execute()
+    assert exited.value.code == 2
+    assert "nightly: schedule '61 * * * *' is not a cron expression" in capsys.readouterr().out

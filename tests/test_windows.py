@@ -25,7 +25,7 @@ def at(text: str) -> datetime.datetime:
         ("daily", "2026-11-29"),
         ("weekly", "2026-W48"),
         ("monthly", "2026-11"),
-        (datetime.timedelta(minutes=15), "2026-11-29T10:15:00+00:00"),
+        (datetime.timedelta(minutes=15), "2026-11-29T10:15+00:00"),
     ],
 )
 def test_a_moment_falls_in_the_window_that_contains_it(spec, key):
@@ -50,7 +50,7 @@ def test_the_repeated_hour_of_a_daylight_saving_change_is_two_windows():
 @override_settings(TIME_ZONE="Asia/Kolkata")
 def test_fixed_windows_are_the_same_on_every_host_whatever_its_time_zone():
     bucket = windows.resolve(datetime.timedelta(hours=1))
-    assert bucket.key_at(at("2026-11-29T10:25:00+00:00")) == "2026-11-29T15:30:00+05:30"
+    assert bucket.key_at(at("2026-11-29T10:25:00+00:00")) == "2026-11-29T15:30+05:30"
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_fixed_windows_are_the_same_on_every_host_whatever_its_time_zone():
         ("weekly", "2026-W48", "2026-W48"),
         ("weekly", "2026-11-29", "2026-W48"),
         ("monthly", "2026-11", "2026-11"),
-        (datetime.timedelta(minutes=15), "2026-11-29T10:29", "2026-11-29T10:15:00+00:00"),
+        (datetime.timedelta(minutes=15), "2026-11-29T10:29", "2026-11-29T10:15+00:00"),
     ],
 )
 def test_an_operators_window_is_normalised_to_the_key_a_scheduled_run_uses(spec, text, key):
@@ -116,12 +116,12 @@ EVERY_SPEC = [
     ("text", "instant"),
     [
         # Skipped: read with the offset before the change, 03:30 daylight time.
-        ("2026-03-08T02:30", "2026-03-08T07:30:00+00:00"),
-        ("2026-03-08T02:00", "2026-03-08T07:00:00+00:00"),
+        ("2026-03-08T02:30", "2026-03-08T07:30+00:00"),
+        ("2026-03-08T02:00", "2026-03-08T07:00+00:00"),
         # Repeated: its first occurrence, in daylight time.
-        ("2026-11-01T01:30", "2026-11-01T05:30:00+00:00"),
+        ("2026-11-01T01:30", "2026-11-01T05:30+00:00"),
         # The second occurrence, named by its offset.
-        ("2026-11-01T01:30-05:00", "2026-11-01T06:30:00+00:00"),
+        ("2026-11-01T01:30-05:00", "2026-11-01T06:30+00:00"),
     ],
 )
 def test_a_local_time_that_is_skipped_or_repeated_gets_the_key_of_the_instant_it_names(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, cast
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobclaims import durations
+from jobclaims.checks import check_schedules
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview, job_health, missed_windows
@@ -40,6 +41,9 @@ class Command(BaseCommand):
         "the database's clock, with how many instances skipped each, and "
         "optionally the windows no instance claimed; it can run from cron."
     )
+    # A monitor must still answer when a job's code fails a system check:
+    # --check reports a schedule that cannot work as an unhealthy job instead.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--state", choices=State.values, help="Only claims in this state.")
@@ -113,9 +117,14 @@ class Command(BaseCommand):
         for health in unhealthy:
             for problem in health.problems:
                 self.stdout.write(f"{health.job}: {problem}")
-        if unhealthy:
+        # Each names its job: "nightly: schedule '61 * * * *' is not …".
+        unusable = [error.msg for error in check_schedules()]
+        for problem in unusable:
+            self.stdout.write(f"{problem} (jobclaims.E005)")
+        if unhealthy or unusable:
             raise CommandError(
-                f"{len(unhealthy)} of {len(jobs)} jobs unhealthy", returncode=UNHEALTHY
+                f"{len(unhealthy) + len(unusable)} of {len(jobs) + len(unusable)} jobs unhealthy",
+                returncode=UNHEALTHY,
             )
         if verbosity:
             self.stdout.write(f"All {len(jobs)} jobs healthy.")
