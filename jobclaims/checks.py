@@ -197,19 +197,21 @@ def check_claims_database_backend(
 def check_schedules(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """jobclaims.E005: a job's schedule must be a cron expression its window agrees with.
+    """jobclaims.W005: a job's schedule must be a cron expression its window agrees with.
 
-    The scheduler refuses to start with such a job, and the job refuses to
-    run; this says so at deploy time instead.
+    The scheduler leaves such a job out and names it, the job refuses to run,
+    and ``jobclaims_status --check`` reports it critical; this says so at
+    deploy time too. A warning, not an error: one job's broken schedule must
+    not stop ``migrate``, or every other job, from running.
     """
     if not _concerns_jobclaims(app_configs):
         return []
     return [
-        Error(
+        Warning(
             problem,
             hint="Fix the job's schedule, window or misfire attributes. "
-            + _see("jobclaims-e005-a-schedule-that-cannot-work"),
-            id="jobclaims.E005",
+            + _see("jobclaims-w005-a-schedule-that-cannot-work"),
+            id="jobclaims.W005",
         )
         for command in scheduler.scheduled_commands().values()
         for problem in problems(type(command))

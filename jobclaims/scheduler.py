@@ -82,7 +82,7 @@ def schedule_of(job: str) -> JobSchedule | None:
     try:
         jobs = scheduled_jobs()
     except ValueError:
-        return None  # Check E005 reports it.
+        return None  # Check W005 reports it.
     return next((each for each in jobs if each.job == job), None)
 
 

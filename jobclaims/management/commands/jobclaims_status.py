@@ -120,7 +120,7 @@ class Command(BaseCommand):
         # Each names its job: "nightly: schedule '61 * * * *' is not …".
         unusable = [error.msg for error in check_schedules()]
         for problem in unusable:
-            self.stdout.write(f"{problem} (jobclaims.E005)")
+            self.stdout.write(f"{problem} (jobclaims.W005)")
         if unhealthy or unusable:
             raise CommandError(
                 f"{len(unhealthy) + len(unusable)} of {len(jobs) + len(unusable)} jobs unhealthy",
