@@ -67,15 +67,21 @@ def test_claims_skips_takeovers_failures_and_durations_are_counted(client):
     JobRun.objects.claim(job, "w", lease=LEASE)  # skipped: succeeded
 
     text = scrape(client)
-    assert value(text, "jobclaims_claims_total", job=job) == 2
-    assert value(text, "jobclaims_skips_total", job=job, reason="held") == 1
-    assert value(text, "jobclaims_skips_total", job=job, reason="succeeded") == 1
-    assert value(text, "jobclaims_takeovers_total", job=job, previous_status="failed") == 1
-    assert value(text, "jobclaims_failures_total", job=job) == 1
+    assert value(text, "jobclaims_claims_total", job_name=job) == 2
+    assert value(text, "jobclaims_skips_total", job_name=job, reason="held") == 1
+    assert value(text, "jobclaims_skips_total", job_name=job, reason="succeeded") == 1
+    assert value(text, "jobclaims_takeovers_total", job_name=job, previous_status="failed") == 1
+    assert value(text, "jobclaims_failures_total", job_name=job) == 1
     for status in ("failed", "succeeded"):
-        assert value(text, "jobclaims_run_duration_seconds_count", job=job, status=status) == 1
+        assert value(text, "jobclaims_run_duration_seconds_count", job_name=job, status=status) == 1
     assert (
-        value(text, "jobclaims_run_duration_seconds_bucket", job=job, status="succeeded", le="1.0")
+        value(
+            text,
+            "jobclaims_run_duration_seconds_bucket",
+            job_name=job,
+            status="succeeded",
+            le="1.0",
+        )
         == 1
     )
 
@@ -85,13 +91,19 @@ def test_the_health_gauges_say_which_jobs_are_overdue_failing_or_held_by_the_dea
     text = scrape(client)
     assert value(text, "jobclaims_overdue_jobs") == 1
     problems = {
-        dict(labels)["job"]: dict(labels)["problem"]
+        (dict(labels)["job_name"], dict(labels)["problem"])
         for (name, labels), found in sample_values(text).items()
         if name == "jobclaims_job_problem" and found == 1
     }
-    assert problems == {OVERDUE: "overdue", FAILING: "failed", DEAD: "dead_holder"}
-    assert value(text, "jobclaims_failures_in_a_row", job=FAILING) == 1
-    assert value(text, "jobclaims_failures_in_a_row", job=HEALTHY) == 0
+    assert problems == {
+        (OVERDUE, "overdue"),
+        (OVERDUE, "missed"),
+        (FAILING, "failed"),
+        (DEAD, "dead_holder"),
+    }
+    assert value(text, "jobclaims_missed_runs", job_name=OVERDUE) == 2
+    assert value(text, "jobclaims_failures_in_a_row", job_name=FAILING) == 1
+    assert value(text, "jobclaims_failures_in_a_row", job_name=HEALTHY) == 0
 
 
 def test_jobs_in_multiprocess_mode_are_added_up_by_the_servers_view(client, tmp_path, monkeypatch):
@@ -100,10 +112,15 @@ def test_jobs_in_multiprocess_mode_are_added_up_by_the_servers_view(client, tmp_
     race("charge_ledger", "--window", WINDOW, "--hold", "0.5", instances=2, env=environment)
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
     text = scrape(client)
-    assert value(text, "jobclaims_claims_total", job="charge_ledger") == 1
-    assert value(text, "jobclaims_skips_total", job="charge_ledger", reason="held") == 1
+    assert value(text, "jobclaims_claims_total", job_name="charge_ledger") == 1
+    assert value(text, "jobclaims_skips_total", job_name="charge_ledger", reason="held") == 1
     assert (
-        value(text, "jobclaims_run_duration_seconds_count", job="charge_ledger", status="succeeded")
+        value(
+            text,
+            "jobclaims_run_duration_seconds_count",
+            job_name="charge_ledger",
+            status="succeeded",
+        )
         == 1
     )
     assert value(text, "jobclaims_overdue_jobs") == 0
@@ -115,10 +132,15 @@ def test_jobs_run_from_cron_add_their_counts_up_in_the_textfile(tmp_path):
     # One runs; the two that skip add to the file at once, and neither count is lost.
     race("charge_ledger", "--window", WINDOW, "--hold", "0.5", instances=3, env=environment)
     text = path.read_text()
-    assert value(text, "jobclaims_claims_total", job="charge_ledger") == 1
-    assert value(text, "jobclaims_skips_total", job="charge_ledger", reason="held") == 2
+    assert value(text, "jobclaims_claims_total", job_name="charge_ledger") == 1
+    assert value(text, "jobclaims_skips_total", job_name="charge_ledger", reason="held") == 2
     assert (
-        value(text, "jobclaims_run_duration_seconds_count", job="charge_ledger", status="succeeded")
+        value(
+            text,
+            "jobclaims_run_duration_seconds_count",
+            job_name="charge_ledger",
+            status="succeeded",
+        )
         == 1
     )
     assert "_created" not in text

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from django.db import DatabaseError
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -30,7 +31,7 @@ from prometheus_client.registry import Collector
 from jobclaims import signals
 from jobclaims.conf import jobclaims_settings
 from jobclaims.contrib.prometheus import textfile
-from jobclaims.health import job_health
+from jobclaims.health import Health, read_health
 
 if TYPE_CHECKING:
     from jobclaims.models import JobRun
@@ -49,32 +50,32 @@ class Metrics:
         self.claims = Counter(
             "jobclaims_claims",
             "Windows claimed, takeovers included.",
-            ["job"],
+            ["job_name"],
             registry=registry,
         )
         self.skips = Counter(
             "jobclaims_skips",
             "Instances that stepped aside, by reason: held, succeeded or overlap.",
-            ["job", "reason"],
+            ["job_name", "reason"],
             registry=registry,
         )
         self.takeovers = Counter(
             "jobclaims_takeovers",
             "Windows taken over, by the status replaced: running (its holder died), "
             "failed, or succeeded (forced).",
-            ["job", "previous_status"],
+            ["job_name", "previous_status"],
             registry=registry,
         )
         self.failures = Counter(
             "jobclaims_failures",
             "Runs recorded failed.",
-            ["job"],
+            ["job_name"],
             registry=registry,
         )
         self.duration = Histogram(
             "jobclaims_run_duration_seconds",
             "How long runs took by the database clock, by outcome: succeeded or failed.",
-            ["job", "status"],
+            ["job_name", "status"],
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
@@ -122,10 +123,17 @@ def _skipped(sender: type[JobRun], job: str, reason: str, **kwargs: Any) -> None
 
 
 def _finished(
-    sender: type[JobRun], run: JobRun, status: str, duration: datetime.timedelta, **kwargs: Any
+    sender: type[JobRun],
+    run: JobRun,
+    status: str,
+    duration: datetime.timedelta | None,
+    **kwargs: Any,
 ) -> None:
     def update(metrics: Metrics) -> None:
-        metrics.duration.labels(run.job, status).observe(duration.total_seconds())
+        # None when the run's row was taken over before its duration was
+        # read: the failure still counts, the duration is not known.
+        if duration is not None:
+            metrics.duration.labels(run.job, status).observe(duration.total_seconds())
         if status == "failed":
             metrics.failures.labels(run.job).inc()
 
@@ -154,36 +162,81 @@ def disconnect() -> None:
 
 
 class HealthCollector(Collector):
-    """Gauges of job health, read from the database (``jobclaims.health``) when scraped."""
+    """Gauges of job health, read from the database (``jobclaims.health``) when scraped.
+
+    When the database does not answer, ``jobclaims_up`` is 0 and the other
+    gauges are left out: the scrape itself succeeds, with the counters the
+    process has, so an alert on ``jobclaims_up == 0`` can speak.
+    """
 
     def describe(self) -> Iterable[Metric]:
-        return list(self._families())
+        return [_up(), *_families().values()]
 
     def collect(self) -> Iterable[Metric]:
-        jobs = job_health()
-        overdue, problem, in_a_row = self._families()
-        overdue.add_metric([], sum(health.overdue is not None for health in jobs))
-        for health in jobs:
-            for kind in health.kinds:
-                problem.add_metric([health.job, kind.replace(" ", "_")], 1)
-            in_a_row.add_metric([health.job], health.failures_in_a_row)
-        return [overdue, problem, in_a_row]
+        up = _up()
+        try:
+            health = read_health()
+        except DatabaseError as error:
+            logger.warning("The claims database did not answer jobclaims' health reads: %s", error)
+            up.add_metric([], 0)
+            return [up]
+        up.add_metric([], 1)
+        return [up, *health_families(health)]
 
-    @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
-        return (
-            GaugeMetricFamily(
-                "jobclaims_overdue_jobs",
-                "Jobs whose due window has not succeeded within its grace.",
-            ),
-            GaugeMetricFamily(
-                "jobclaims_job_problem",
-                "1 for each job and what is wrong with it: overdue, failed or dead_holder.",
-                labels=["job", "problem"],
-            ),
-            GaugeMetricFamily(
-                "jobclaims_failures_in_a_row",
-                "Finished runs of the job that failed since its last success.",
-                labels=["job"],
-            ),
-        )
+
+def health_families(health: Health) -> list[GaugeMetricFamily]:
+    """The gauges of the jobs' and the schedulers' health."""
+    families = _families()
+    overdue = sum(job.overdue is not None for job in health.jobs)
+    families["jobclaims_overdue_jobs"].add_metric([], overdue)
+    families["jobclaims_live_schedulers"].add_metric([], len(health.live_schedulers))
+    for job in health.jobs:
+        for kind in job.kinds:
+            families["jobclaims_job_problem"].add_metric([job.job, kind.replace(" ", "_")], 1)
+        families["jobclaims_failures_in_a_row"].add_metric([job.job], job.failures_in_a_row)
+        families["jobclaims_missed_runs"].add_metric([job.job], len(job.missed))
+        if job.last_success is not None:
+            families["jobclaims_last_success_timestamp_seconds"].add_metric(
+                [job.job], job.last_success.timestamp()
+            )
+    return list(families.values())
+
+
+#: Each health gauge: what it says, and its labels.
+_GAUGES: dict[str, tuple[str, list[str]]] = {
+    "jobclaims_overdue_jobs": ("Jobs whose due window or fire has not succeeded in its grace.", []),
+    "jobclaims_job_problem": (
+        "1 for each job and what is wrong with it: overdue, failed, dead_holder, missed, "
+        "no_live_scheduler or hosts_disagree.",
+        ["job_name", "problem"],
+    ),
+    "jobclaims_failures_in_a_row": (
+        "Finished runs of the job that failed since its last success.",
+        ["job_name"],
+    ),
+    "jobclaims_missed_runs": (
+        "The job's windows or fires in the missed look-back that no instance claimed.",
+        ["job_name"],
+    ),
+    "jobclaims_last_success_timestamp_seconds": (
+        "When a run of the job last succeeded, in Unix time.",
+        ["job_name"],
+    ),
+    "jobclaims_live_schedulers": (
+        "Schedulers seen within JOBCLAIMS['SCHEDULER_GRACE'].",
+        [],
+    ),
+}
+
+
+def _families() -> dict[str, GaugeMetricFamily]:
+    return {
+        name: GaugeMetricFamily(name, documentation, labels=labels)
+        for name, (documentation, labels) in _GAUGES.items()
+    }
+
+
+def _up() -> GaugeMetricFamily:
+    return GaugeMetricFamily(
+        "jobclaims_up", "1 when the claims database answered the health reads, else 0."
+    )

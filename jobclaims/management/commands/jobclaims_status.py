@@ -5,11 +5,12 @@ import json
 from typing import TYPE_CHECKING, Any, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import checked_overview, job_health, missed_windows
+from jobclaims.health import checked_overview, known_jobs, missed_windows, read_health
 from jobclaims.models import JobRun
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import JobOverview, as_document, describe
@@ -20,6 +21,11 @@ if TYPE_CHECKING:
 
 #: ``--check``'s exit status when a job is unhealthy: CRITICAL to Nagios.
 UNHEALTHY = 2
+#: ``--check``'s exit status when health cannot be told: UNKNOWN to Nagios
+#: (the claims database did not answer, or ``--job`` names no known job).
+UNKNOWN = 3
+#: The most ``--limit`` may be: more rows than any database's LIMIT takes.
+MOST_SHOWN = 2**31 - 1
 #: The table fits a terminal this wide.
 WIDTH = 80
 #: Columns that give up characters, widest first, for the table to fit, and
@@ -31,6 +37,10 @@ def _count(text: str) -> int:
     """argparse type for ``--limit``: a whole number, 0 for no limit."""
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; pass 0 for no limit")
+    if int(text) > MOST_SHOWN:
+        raise argparse.ArgumentTypeError(
+            f"{text} is more claims than can be shown (at most {MOST_SHOWN}); pass 0 for no limit"
+        )
     return int(text)
 
 
@@ -73,6 +83,14 @@ class Command(BaseCommand):
             help="Also show each scheduled job: schedule, next fires, last run, missed fires.",
         )
 
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        # A monitor's output is the jobs' health alone: the deployment's
+        # warnings (W001 on SQLite) belong to manage.py check, and cron
+        # would mail them on every call.
+        if options.get("check"):
+            options["skip_checks"] = True
+        return super().execute(*args, **options)
+
     def handle(self, *args: Any, **options: Any) -> None:
         if options["check"]:
             self._check(options["job"], options["verbosity"])
@@ -108,11 +126,25 @@ class Command(BaseCommand):
             self.stdout.write(describe(view))
 
     def _check(self, job: str | None, verbosity: int) -> None:
-        jobs = job_health(job)
-        unhealthy = [health for health in jobs if not health.healthy]
-        for health in unhealthy:
-            for problem in health.problems:
-                self.stdout.write(f"{health.job}: {problem}")
+        try:
+            health = read_health(job)
+            known = [] if health.jobs or job is None else known_jobs()
+        except DatabaseError as error:
+            summary = str(error).strip().partition("\n")[0]
+            raise CommandError(
+                f"UNKNOWN: the claims database did not answer: {summary}", returncode=UNKNOWN
+            ) from error
+        if job is not None and not health.jobs:
+            raise CommandError(
+                f"UNKNOWN: {job!r} is not a known job; the known jobs are: "
+                f"{', '.join(known) or 'none'}",
+                returncode=UNKNOWN,
+            )
+        jobs = health.jobs
+        unhealthy = [each for each in jobs if not each.healthy]
+        for each in unhealthy:
+            for problem in each.problems:
+                self.stdout.write(f"{each.job}: {problem}")
         if unhealthy:
             raise CommandError(
                 f"{len(unhealthy)} of {len(jobs)} jobs unhealthy", returncode=UNHEALTHY
