@@ -16,12 +16,12 @@ from jobclaims.models import JobRun
 from tests.helpers import run_command
 from tests.monitored import (
     DEAD,
-    SCHEDULED,
     FAILING,
     HEALTHY,
     HOUR,
     HOURLY,
     OVERDUE,
+    SCHEDULED,
     hour_start,
     make_monitored_jobs,
     save_run,

@@ -20,12 +20,18 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from jobclaims import signals
@@ -42,43 +48,77 @@ logger = logging.getLogger("jobclaims")
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, float("inf"))
 
 
+#: jobclaims' counters: what each counts, and its labels.
+COUNTERS: dict[str, tuple[str, list[str]]] = {
+    "jobclaims_claims": ("Windows claimed, takeovers included.", ["job_name"]),
+    "jobclaims_skips": (
+        "Instances that stepped aside, by reason: held, succeeded or overlap.",
+        ["job_name", "reason"],
+    ),
+    "jobclaims_takeovers": (
+        "Windows taken over, by the status replaced: running (its holder died), "
+        "failed, or succeeded (forced).",
+        ["job_name", "previous_status"],
+    ),
+    "jobclaims_failures": ("Runs recorded failed.", ["job_name"]),
+}
+DURATION = "jobclaims_run_duration_seconds"
+DURATION_HELP = "How long runs took by the database clock, by outcome: succeeded or failed."
+DURATION_LABELS = ["job_name", "status"]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened to a claim, as the metrics count it."""
+
+    #: Each counter it adds one to, with its label values.
+    counted: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: A finished run's label values and duration in seconds, if known.
+    took: tuple[tuple[str, ...], float] | None = None
+
+    def families(self) -> list[Metric]:
+        """The event alone, as metric families: what the textfile adds up.
+
+        Built here rather than by prometheus-client's counters, whose values
+        in multiprocess mode are the process's running totals, not the event.
+        """
+        families: list[Metric] = []
+        for name, labels in self.counted:
+            documentation, names = COUNTERS[name]
+            counter = CounterMetricFamily(name, documentation, labels=names)
+            counter.add_metric(list(labels), 1)
+            families.append(counter)
+        if self.took is not None:
+            labels, seconds = self.took
+            histogram = HistogramMetricFamily(DURATION, DURATION_HELP, labels=DURATION_LABELS)
+            buckets = [(_bound(le), 1.0 if seconds <= le else 0.0) for le in DURATION_BUCKETS]
+            histogram.add_metric(list(labels), buckets, sum_value=seconds)
+            families.append(histogram)
+        return families
+
+
+def _bound(le: float) -> str:
+    return "+Inf" if le == float("inf") else str(float(le))
+
+
 class Metrics:
     """jobclaims' counters and histogram, registered in ``registry``."""
 
     def __init__(self, registry: CollectorRegistry):
-        self.registry = registry
-        self.claims = Counter(
-            "jobclaims_claims",
-            "Windows claimed, takeovers included.",
-            ["job_name"],
-            registry=registry,
-        )
-        self.skips = Counter(
-            "jobclaims_skips",
-            "Instances that stepped aside, by reason: held, succeeded or overlap.",
-            ["job_name", "reason"],
-            registry=registry,
-        )
-        self.takeovers = Counter(
-            "jobclaims_takeovers",
-            "Windows taken over, by the status replaced: running (its holder died), "
-            "failed, or succeeded (forced).",
-            ["job_name", "previous_status"],
-            registry=registry,
-        )
-        self.failures = Counter(
-            "jobclaims_failures",
-            "Runs recorded failed.",
-            ["job_name"],
-            registry=registry,
-        )
+        self.counters = {
+            name: Counter(name, documentation, labels, registry=registry)
+            for name, (documentation, labels) in COUNTERS.items()
+        }
         self.duration = Histogram(
-            "jobclaims_run_duration_seconds",
-            "How long runs took by the database clock, by outcome: succeeded or failed.",
-            ["job_name", "status"],
-            buckets=DURATION_BUCKETS,
-            registry=registry,
+            DURATION, DURATION_HELP, DURATION_LABELS, buckets=DURATION_BUCKETS, registry=registry
         )
+
+    def count(self, event: Event) -> None:
+        for name, labels in event.counted:
+            self.counters[name].labels(*labels).inc()
+        if event.took is not None:
+            labels, seconds = event.took
+            self.duration.labels(*labels).observe(seconds)
 
 
 _process_metrics: Metrics | None = None
@@ -92,7 +132,7 @@ def process_metrics() -> Metrics:
     return _process_metrics
 
 
-def record(update: Callable[[Metrics], None]) -> None:
+def record(event: Event) -> None:
     """Count an event: in this process's metrics, or added to the textfile.
 
     Never raises: a metric that cannot be written must not fail the claim
@@ -100,26 +140,24 @@ def record(update: Callable[[Metrics], None]) -> None:
     """
     path = jobclaims_settings.metrics_textfile
     if path is None:
-        update(process_metrics())
+        process_metrics().count(event)
         return
-    event = Metrics(CollectorRegistry(auto_describe=False))
-    update(event)
     try:
-        textfile.add(path, event.registry)
+        textfile.add(path, event.families())
     except OSError as error:
         logger.warning("Could not add jobclaims' metrics to %s: %s", path, error)
 
 
 def _acquired(sender: type[JobRun], run: JobRun, **kwargs: Any) -> None:
-    record(lambda metrics: metrics.claims.labels(run.job).inc())
+    record(Event(counted=(("jobclaims_claims", (run.job,)),)))
 
 
 def _taken_over(sender: type[JobRun], run: JobRun, previous_status: str, **kwargs: Any) -> None:
-    record(lambda metrics: metrics.takeovers.labels(run.job, previous_status).inc())
+    record(Event(counted=(("jobclaims_takeovers", (run.job, previous_status)),)))
 
 
 def _skipped(sender: type[JobRun], job: str, reason: str, **kwargs: Any) -> None:
-    record(lambda metrics: metrics.skips.labels(job, reason).inc())
+    record(Event(counted=(("jobclaims_skips", (job, reason)),)))
 
 
 def _finished(
@@ -129,15 +167,11 @@ def _finished(
     duration: datetime.timedelta | None,
     **kwargs: Any,
 ) -> None:
-    def update(metrics: Metrics) -> None:
-        # None when the run's row was taken over before its duration was
-        # read: the failure still counts, the duration is not known.
-        if duration is not None:
-            metrics.duration.labels(run.job, status).observe(duration.total_seconds())
-        if status == "failed":
-            metrics.failures.labels(run.job).inc()
-
-    record(update)
+    failed = (("jobclaims_failures", (run.job,)),) if status == "failed" else ()
+    # None when the run's row was taken over before its duration was read:
+    # the failure still counts, the duration is not known.
+    took = None if duration is None else ((run.job, status), duration.total_seconds())
+    record(Event(counted=failed, took=took))
 
 
 _RECEIVERS = (
