@@ -23,6 +23,7 @@ lists its fire times instead (``jobclaims.schedules.overview``).
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -223,16 +224,34 @@ def _overdue(facts: health_reads.Facts, job: str) -> Due | None:
     summary = facts.summaries.get(job)
     if newest is None or summary is None or not newest.schedule:
         return None
-    due = due_window(newest.schedule, facts.now, jobclaims_settings.health_grace(job))
-    if due is None:
+    zone = timezone.get_current_timezone_name()
+    found = _due_and_end(newest.schedule, facts.now, jobclaims_settings.health_grace(job), zone)
+    if found is None:
         return None
-    window = from_name(newest.schedule)
-    if window.start_of(window.key_at(summary.first_claimed)) > due.due_at:
+    due, due_ends = found
+    if summary.first_claimed >= due_ends:
         return None  # The job's first claim came after the due window: it was not due yet.
     success = facts.newest_success.get(job)
-    if success is not None and _starts_by(window.start_of, success.window, due.due_at):
+    if success is not None and _starts_by(
+        from_name(newest.schedule).start_of, success.window, due.due_at
+    ):
         return None
     return due
+
+
+@functools.lru_cache(maxsize=64)
+def _due_and_end(
+    schedule: str, now: datetime.datetime, grace: datetime.timedelta | None, zone: str
+) -> tuple[Due, datetime.datetime] | None:
+    """``due_window()``, and when that window ends: the same for every job of
+    one schedule and grace in one read (in ``zone``, the keys' time zone)."""
+    due = due_window(schedule, now, grace)
+    if due is None:
+        return None
+    window = from_name(schedule)
+    # The due window and the next: no window is longer than ``longest``.
+    _due, following = window.keys_between(due.due_at, due.due_at + 2 * window.longest)[:2]
+    return due, window.start_of(following)
 
 
 def _overdue_fire(facts: health_reads.Facts, job: JobSchedule) -> Due | None:

@@ -9,12 +9,14 @@ from these facts in Python. docs/performance.md has the measured cost.
 from __future__ import annotations
 
 import datetime
+import functools
 import itertools
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import or_
 
 from django.db.models import Count, Max, Min, Q
+from django.utils import timezone
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
@@ -173,16 +175,22 @@ def _read_failures(facts: Facts, runs: JobRunQuerySet) -> None:
 
 def _read_missed(facts: Facts) -> None:
     """The fires and windows of the look-back that neither a claim nor a skip has."""
-    expected = {job: _expected(facts, job) for job in facts.known_jobs()}
-    starts = [start for keys in expected.values() for start, _key in keys]
-    if not starts:
+    expected = {job: keys for job in facts.known_jobs() if (keys := _expected(facts, job))}
+    if not expected:
         return
-    since = min(starts)
-    claims = JobRun.objects.filter(claimed_at__gte=since)
-    skips = JobSkip.objects.filter(skipped_at__gte=since)
-    if facts.only is not None:
-        claims, skips = claims.filter(job=facts.only), skips.filter(job=facts.only)
-    had = set(claims.values_list("job", "window")) | set(skips.values_list("job", "window"))
+    # Each job's claims since its own first expected window, in one query:
+    # a day of a daily job's must not fetch a day of a 5-second job's.
+    by_since: dict[datetime.datetime, list[str]] = {}
+    for job, keys in expected.items():
+        by_since.setdefault(keys[0][0], []).append(job)
+    claimed = reduce(
+        or_, (Q(job__in=jobs, claimed_at__gte=since) for since, jobs in by_since.items())
+    )
+    skipped = reduce(
+        or_, (Q(job__in=jobs, skipped_at__gte=since) for since, jobs in by_since.items())
+    )
+    had = set(JobRun.objects.filter(claimed).values_list("job", "window"))
+    had |= set(JobSkip.objects.filter(skipped).values_list("job", "window"))
     for job, keys in expected.items():
         if missed := [key for _start, key in keys if (job, key) not in had]:
             facts.missed[job] = missed
@@ -193,29 +201,16 @@ def _expected(facts: Facts, job: str) -> list[tuple[datetime.datetime, str]]:
     since = facts.known_since(job)
     if since is None:
         return []
-    start = max(since, facts.now - jobclaims_settings.missed_look_back)
+    look_back = facts.now - jobclaims_settings.missed_look_back
     if (scheduled := facts.scheduled.get(job)) is not None:
-        return _expected_fires(scheduled, start, facts.now)
+        return _expected_fires(scheduled, max(since, look_back), facts.now)
     newest = facts.newest.get(job)
     if newest is None:
         return []
-    try:
-        window = from_name(newest.schedule)
-    except ValueError:
-        return []  # Claims that name no window (or none): nothing to expect.
-    first = window.start_of(window.key_at(since))
-    # The windows up to the one now running, which is not missed yet; each
-    # ends where the next begins.
-    starts = [
-        (window.start_of(key), key)
-        for key in window.keys_between(max(first, start - window.longest), facts.now)
-    ]
-    ends = [moment for moment, _key in starts[1:]] + [window.start_of(window.key_at(facts.now))]
-    ended = [
-        (moment, key)
-        for (moment, key), end in zip(starts, ends, strict=False)
-        if end > start and moment >= first
-    ]
+    zone = timezone.get_current_timezone_name()
+    windows = ended_windows(newest.schedule, look_back, facts.now, zone)
+    # The window holding the first claim counts; those before it do not.
+    ended = [(moment, key) for moment, key, end in windows if end > since]
     return ended[-MISSED_COUNTED:]
 
 
@@ -227,3 +222,28 @@ def _expected_fires(
     return [
         (fire, job.key(fire)) for fire in reversed(list(itertools.islice(fires, MISSED_COUNTED)))
     ]
+
+
+@functools.lru_cache(maxsize=64)
+def ended_windows(
+    schedule: str, start: datetime.datetime, now: datetime.datetime, zone: str
+) -> tuple[tuple[datetime.datetime, str, datetime.datetime], ...]:
+    """The windows of ``schedule`` that ended after ``start`` and by ``now``:
+    when each began, its key, when it ended.
+
+    The same for every job of one schedule in one read (and ``zone``, the
+    time zone their keys are in): cached, so that a thousand hourly jobs
+    cost one listing.
+    """
+    try:
+        window = from_name(schedule)
+    except ValueError:
+        return ()  # Claims that name no window (or none): nothing to expect.
+    starts = [
+        (window.start_of(key), key) for key in window.keys_between(start - window.longest, now)
+    ]
+    # The window now running is not missed yet; each ends where the next begins.
+    ends = [moment for moment, _key in starts[1:]] + [window.start_of(window.key_at(now))]
+    return tuple(
+        (moment, key, end) for (moment, key), end in zip(starts, ends, strict=False) if end > start
+    )
