@@ -12,7 +12,8 @@ from django.core.management.base import CommandError
 
 from jobclaims.claiming import claim
 from jobclaims.clock import database_now
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, SchedulerSeen
+from jobclaims.seen import fingerprint
 from jobclaims.states import State
 from jobclaims.testing import race
 from jobclaims.windows import resolve
@@ -189,3 +190,30 @@ def test_status_refuses_a_limit_no_database_takes_naming_the_fix():
     _, err, status = run_command("jobclaims_status", "--limit", "99999999999999999999")
     assert status == 1
     assert "is more claims than can be shown (at most 2147483647); pass 0 for no limit" in err
+
+
+def test_status_lists_the_schedulers_seen_live_or_gone():
+    now = database_now()
+    for pid, seen_at in ((1, now), (2, now - HOUR)):
+        SchedulerSeen.objects.create(
+            host="web-1",
+            pid=pid,
+            schedules={"tick": "*/2 * * * * *"},
+            fingerprint=fingerprint({"tick": "*/2 * * * * *"}),
+            started_at=now - DAY,
+            last_seen_at=seen_at,
+        )
+    out, _, _ = run_command("jobclaims_status")
+    lines = [line for line in out.splitlines() if line.startswith("Scheduler ")]
+    assert [line.partition("):")[0] + ")" for line in lines] == [
+        "Scheduler web-1:1 (live)",
+        "Scheduler web-1:2 (gone)",
+    ]
+    assert lines[1].endswith(
+        f"seen 1 h ago, schedules {fingerprint({'tick': '*/2 * * * * *'})}, running tick"
+    )
+    document, _, _ = run_command("jobclaims_status", "--json")
+    assert [(row["pid"], row["live"]) for row in json.loads(document)["schedulers"]] == [
+        (1, True),
+        (2, False),
+    ]

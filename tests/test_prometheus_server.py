@@ -14,6 +14,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def get(url: str) -> dict:
+def get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.loads(response.read())
 
@@ -56,7 +57,7 @@ def get(url: str) -> dict:
 def answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
+            return bool(response.status == 200)
     except (urllib.error.URLError, ConnectionError):
         return False
 

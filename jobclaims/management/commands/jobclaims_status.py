@@ -11,7 +11,7 @@ from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview, known_jobs, missed_windows, read_health
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, SchedulerSeen
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import JobOverview, as_document, describe
 from jobclaims.states import State
@@ -110,6 +110,7 @@ class Command(BaseCommand):
                 document["missed_windows"] = missed
             if options["schedules"]:
                 document["schedules"] = [as_document(view) for view in views]
+            document["schedulers"] = _schedulers_document(now)
             self.stdout.write(json.dumps(document, indent=2))
             return
         if not shown:
@@ -120,6 +121,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Newest {len(shown)} of {runs.count()} claims; --limit 0 shows all.")
         counts = JobRun.objects.running_counts()
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
+        for line in _schedulers(now):
+            self.stdout.write(line)
         for job, windows in missed.items():
             self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")
         for view in views:
@@ -151,6 +154,35 @@ class Command(BaseCommand):
             )
         if verbosity:
             self.stdout.write(f"All {len(jobs)} jobs healthy.")
+
+
+def _schedulers(now: Any) -> list[str]:
+    """A line per scheduler seen: where it runs, whether it is live, what it runs."""
+    grace = jobclaims_settings.scheduler_grace
+    lines = []
+    for row in SchedulerSeen.objects.order_by("host", "pid", "started_at"):
+        live = "live" if row.last_seen_at >= now - grace else "gone"
+        lines.append(
+            f"Scheduler {row} ({live}): seen {durations.relative(row.last_seen_at, now)}, "
+            f"schedules {row.fingerprint}, running {', '.join(sorted(row.schedules)) or 'nothing'}"
+        )
+    return lines
+
+
+def _schedulers_document(now: Any) -> list[dict[str, Any]]:
+    grace = jobclaims_settings.scheduler_grace
+    return [
+        {
+            "host": row.host,
+            "pid": row.pid,
+            "live": row.last_seen_at >= now - grace,
+            "started_at": row.started_at.isoformat(),
+            "last_seen_at": row.last_seen_at.isoformat(),
+            "fingerprint": row.fingerprint,
+            "schedules": row.schedules,
+        }
+        for row in SchedulerSeen.objects.order_by("host", "pid", "started_at")
+    ]
 
 
 def _overviews(job: str | None, now: Any) -> list[JobOverview]:
