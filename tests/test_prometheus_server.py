@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -70,7 +71,7 @@ def prometheus(tmp_path):
     site, api = free_port(), free_port()
     server = subprocess.Popen(
         [sys.executable, "-c", SERVE, str(site)],
-        env={**child_environment(), "TESTS_ALLOWED_HOSTS": "127.0.0.1"},
+        env={**os.environ, **child_environment(), "TESTS_ALLOWED_HOSTS": "127.0.0.1"},
     )
     scraper = subprocess.Popen(
         [ROOT / "scripts" / "start-prometheus", str(api), f"127.0.0.1:{site}", str(tmp_path)]
