@@ -23,8 +23,9 @@ from jobclaims.schedules import JobSchedule
 #: A scheduler writes its row at most this often: a bounded write rate,
 #: whatever the number of jobs and fires.
 SEEN_EVERY = datetime.timedelta(seconds=30)
-#: Rows of schedulers not seen for this long are deleted as others write.
-FORGOTTEN_AFTER = datetime.timedelta(days=7)
+#: Rows of schedulers not seen for this long are deleted as others write:
+#: a crontab's ``--once`` writes a row a minute, and health reads them all.
+FORGOTTEN_AFTER = datetime.timedelta(hours=1)
 
 
 def schedules_run(jobs: Iterable[JobSchedule]) -> dict[str, str]:
