@@ -1,16 +1,23 @@
 """Whether each job is healthy, judged by the database's clock.
 
-A job is healthy when
+The known jobs are those with a claim and the scheduled ones, which are in
+the code. A job is healthy when
 
 - its latest due window succeeded: the newest window that began at least a
   grace ago (``JOBCLAIMS["HEALTH_GRACE"]`` per job, one window by default),
-  or a later one, has a succeeded run;
+  or a later one, has a succeeded run; a scheduled job's due window is its
+  newest fire whose grace passed (``fire_grace()``);
 - its last finished run did not fail;
 - none of its claims is expired: a holder that died leaves its claim
-  ``running`` past its lease.
+  ``running`` past its lease;
+- no window or fire of the look-back ended with neither claim nor skip;
+- for a scheduled job, a scheduler running it was seen lately, and the live
+  ones agree on its schedule (``SchedulerSeen``).
 
 ``jobclaims_status --check``, the django-health-check backend and the
-Prometheus gauges all ask ``job_health()``, so they never disagree.
+Prometheus gauges all ask ``read_health()``, so they never disagree; it
+reads the same few queries whatever the number of jobs
+(``jobclaims.health_reads``).
 
 Windows no instance ever claimed (``missed_windows()``) are the runs lost
 to a deploy, an outage or a broken crontab. A skip is visible

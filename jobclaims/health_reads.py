@@ -142,7 +142,8 @@ def _read_newest(facts: Facts, runs: JobRunQuerySet) -> None:
             continue  # Claimed since the aggregate was read.
         if run.claimed_at == summary.newest_claimed:
             facts.newest[run.job] = run
-        if run.claimed_at == summary.newest_success_claimed and run.status == "succeeded":
+        succeeded = run.status == JobRun.Status.SUCCEEDED
+        if succeeded and run.claimed_at == summary.newest_success_claimed:
             facts.newest_success[run.job] = run
 
 
