@@ -369,7 +369,7 @@ def missed_windows(job: str) -> list[str]:
     if (scheduled := _scheduled(job)) is not None:
         # Each fire is a window: the schedule lists them, not a window name.
         db = jobclaims_settings.claims_database(JobRun)
-        return overview(scheduled, database_now(db)).missed
+        return overview(scheduled, database_now(db), fires=LOOK_BACK).missed
     runs = JobRun.objects.filter(job=job).exclude(schedule="")
     oldest_first = runs.order_by("claimed_at")
     first = oldest_first.finished().first() or oldest_first.first()

@@ -12,7 +12,7 @@ import pytest
 from django.test import override_settings
 
 from jobclaims.clock import database_now
-from jobclaims.health import due_fire, fire_grace, job_health
+from jobclaims.health import due_fire, fire_grace, job_health, missed_windows
 from jobclaims.models import JobRun, SchedulerSeen
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import CronSchedule, JobSchedule, Misfire
@@ -268,3 +268,17 @@ def test_a_stopped_scheduler_leaves_its_job_overdue_with_no_live_scheduler(clien
         # Two fires pass with no scheduler up: the due one has no run.
         wait_until(lambda: database_now() > stopped + 5 * SECOND, "two fires to pass")
         assert verdicts(client) == {"tick": {"overdue", "no live scheduler"}}
+
+
+def test_the_missed_listing_of_a_scheduled_job_looks_back_a_thousand_fires():
+    job = the_job("tick")
+    now = database_now()
+    first = job.cron.latest_fire(now - 10 * MINUTE)
+    assert first is not None
+    run_fire(job, first)
+    expected = [key for _fire, key in job.expected_fires(first, now - MINUTE)]
+    # Ten minutes of a fire every two seconds: some 270 fires, not the 50 it listed.
+    assert len(expected) > 250
+    assert missed_windows("tick")[-len(expected) :] == expected
+    out, _, _ = run_command("jobclaims_status", "--missed", "--job", "tick")
+    assert f"tick: {len(missed_windows('tick'))} missed windows: " in out
