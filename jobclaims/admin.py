@@ -24,7 +24,7 @@ from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview, missed_windows
-from jobclaims.models import JobRun, JobRunQuerySet
+from jobclaims.models import JobRun, JobRunQuerySet, SchedulerSeen
 from jobclaims.scheduler import schedule_of
 from jobclaims.schedules import describe
 from jobclaims.states import MEANINGS, State
@@ -286,3 +286,29 @@ class JobRunAdmin(admin.ModelAdmin):
             change_message=message,
         )
         return changed
+
+
+@admin.register(SchedulerSeen)
+class SchedulerSeenAdmin(admin.ModelAdmin):
+    """The schedulers seen, live or gone, and the schedules each runs: read-only."""
+
+    list_display = ("host", "pid", "live", "started_at", "last_seen_at", "fingerprint", "jobs")
+    list_filter = ("host",)
+    ordering = ("-last_seen_at",)
+    readonly_fields = ("host", "pid", "fingerprint", "schedules", "started_at", "last_seen_at")
+
+    @admin.display(boolean=True, description=_("live"))
+    def live(self, row: SchedulerSeen) -> bool:
+        now = database_now(jobclaims_settings.claims_database(SchedulerSeen))
+        return row.last_seen_at >= now - jobclaims_settings.scheduler_grace
+
+    @admin.display(description=_("jobs"))
+    def jobs(self, row: SchedulerSeen) -> str:
+        return ", ".join(f"{job} ({schedule})" for job, schedule in sorted(row.schedules.items()))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: SchedulerSeen | None = None) -> bool:
+        # Written by the schedulers alone: the list and the detail are for reading.
+        return False

@@ -86,6 +86,10 @@ SETTINGS: Mapping[str, _Setting] = {
     # The node_exporter textfile the Prometheus metrics are added up in, or
     # None to keep them in the process (jobclaims.contrib.prometheus).
     "METRICS_TEXTFILE": _Setting(None, _optional_path),
+    # How far back health counts the missed fires and windows of a job.
+    "MISSED_LOOK_BACK": _Setting(datetime.timedelta(days=1), _positive_timedelta),
+    # How long after a scheduler was last seen it no longer counts as live.
+    "SCHEDULER_GRACE": _Setting(datetime.timedelta(minutes=3), _positive_timedelta),
 }
 
 
@@ -137,9 +141,21 @@ class JobClaimsSettings:
         return cast(datetime.timedelta, self._value("STANDBY_TIMEOUT"))
 
     def health_grace(self, job: str) -> datetime.timedelta | None:
-        """The grace ``job``'s runs have to succeed, or None for one window."""
+        """The grace ``job``'s runs have to succeed, or None for the default
+        (one window; for a scheduled job, the time to its next fire, within
+        bounds: see ``jobclaims.health``)."""
         graces = cast("Mapping[str, datetime.timedelta]", self._value("HEALTH_GRACE"))
         return graces.get(job)
+
+    @property
+    def missed_look_back(self) -> datetime.timedelta:
+        """How far back a fire or window no instance claimed counts as missed."""
+        return cast(datetime.timedelta, self._value("MISSED_LOOK_BACK"))
+
+    @property
+    def scheduler_grace(self) -> datetime.timedelta:
+        """How long a scheduler last seen this long ago still counts as live."""
+        return cast(datetime.timedelta, self._value("SCHEDULER_GRACE"))
 
     @property
     def metrics_textfile(self) -> str | None:

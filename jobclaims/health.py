@@ -1,16 +1,23 @@
 """Whether each job is healthy, judged by the database's clock.
 
-A job is healthy when
+The known jobs are those with a claim and the scheduled ones, which are in
+the code. A job is healthy when
 
 - its latest due window succeeded: the newest window that began at least a
   grace ago (``JOBCLAIMS["HEALTH_GRACE"]`` per job, one window by default),
-  or a later one, has a succeeded run;
+  or a later one, has a succeeded run; a scheduled job's due window is its
+  newest fire whose grace passed (``fire_grace()``);
 - its last finished run did not fail;
 - none of its claims is expired: a holder that died leaves its claim
-  ``running`` past its lease.
+  ``running`` past its lease;
+- no window or fire of the look-back ended with neither claim nor skip;
+- for a scheduled job, a scheduler running it was seen lately, and the live
+  ones agree on its schedule (``SchedulerSeen``).
 
 ``jobclaims_status --check``, the django-health-check backend and the
-Prometheus gauges all ask ``job_health()``, so they never disagree.
+Prometheus gauges all ask ``read_health()``, so they never disagree; it
+reads the same few queries whatever the number of jobs
+(``jobclaims.health_reads``).
 
 Windows no instance ever claimed (``missed_windows()``) are the runs lost
 to a deploy, an outage or a broken crontab. A skip is visible
@@ -23,16 +30,19 @@ lists its fire times instead (``jobclaims.schedules.overview``).
 from __future__ import annotations
 
 import datetime
+import functools
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 
 from django.utils import timezone
 
+from jobclaims import durations, health_reads, windows
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.models import JobRun, JobRunQuerySet
+from jobclaims.models import JobRun, SchedulerSeen
 from jobclaims.scheduler import schedule_of
-from jobclaims.schedules import JobOverview, JobSchedule, overview
+from jobclaims.schedules import ON_TIME, JobOverview, JobSchedule, overview
 from jobclaims.windows import from_name
 
 #: At most this many failed runs in a row are counted.
@@ -69,6 +79,15 @@ def due_window(
 
 
 @dataclass(frozen=True)
+class SchedulerProblem:
+    """What is wrong with the schedulers that run a job, in words."""
+
+    #: "no live scheduler" or "hosts disagree".
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class JobHealth:
     """One job's health; ``problems`` says in words what is wrong, if anything."""
 
@@ -83,20 +102,28 @@ class JobHealth:
     dead: list[JobRun] = field(default_factory=list)
     #: When a run of the job last succeeded.
     last_success: datetime.datetime | None = None
+    #: Keys of the fires or windows of the look-back that no instance claimed.
+    missed: list[str] = field(default_factory=list)
+    #: Whether the job's schedule is in the code (``JobCommand.schedule``).
+    scheduled: bool = False
+    #: No scheduler is live, or the live ones run different schedules.
+    schedulers: SchedulerProblem | None = None
 
     @property
     def healthy(self) -> bool:
-        return self.overdue is None and self.failed is None and not self.dead
+        return not self.kinds
 
     @property
     def kinds(self) -> list[str]:
-        """What is wrong, in a word or two each: "overdue", "failed", "dead holder"."""
+        """What is wrong, in a word or two each: "overdue", "failed", "missed", ..."""
         return [
             kind
             for kind, wrong in (
                 ("overdue", self.overdue is not None),
                 ("failed", self.failed is not None),
                 ("dead holder", bool(self.dead)),
+                ("missed", bool(self.missed)),
+                (self.schedulers.kind if self.schedulers else "", self.schedulers is not None),
             )
             if wrong
         ]
@@ -121,64 +148,204 @@ class JobHealth:
                 f"dead holder: the {run.window} claim of {run.owner} expired at "
                 f"{_moment(run.expires_at)} without an outcome"
             )
+        if self.missed:
+            shown = ", ".join(self.missed[-3:])
+            found.append(
+                f"missed: {len(self.missed)} of its windows in the last "
+                f"{durations.short(jobclaims_settings.missed_look_back)} had no claim "
+                f"(latest: {shown})"
+            )
+        if self.schedulers is not None:
+            found.append(f"{self.schedulers.kind}: {self.schedulers.detail}")
         return found
 
 
+@dataclass(frozen=True)
+class Health:
+    """The jobs' health, and the schedulers seen running them."""
+
+    jobs: list[JobHealth]
+    #: Schedulers seen within ``JOBCLAIMS["SCHEDULER_GRACE"]``, oldest started first.
+    live_schedulers: list[SchedulerSeen]
+    #: Those seen before, whose rows are not forgotten yet.
+    gone_schedulers: list[SchedulerSeen]
+
+
+def read_health(job: str | None = None) -> Health:
+    """The health of ``job``, or of every known job by name: those with a
+    claim, and the scheduled ones, which are in the code; and the schedulers'.
+
+    An unknown ``job`` has no health: the list is empty. The reads are the
+    same few whatever the number of jobs (``jobclaims.health_reads``).
+    """
+    facts = health_reads.read(job)
+    live = _live(facts)
+    return Health(
+        jobs=[_health(facts, name) for name in facts.known_jobs()],
+        live_schedulers=live,
+        gone_schedulers=[row for row in facts.seen if row not in live],
+    )
+
+
 def job_health(job: str | None = None) -> list[JobHealth]:
-    """The health of ``job``, or of every job with a claim, by name."""
-    runs = JobRun.objects.all()
-    now = database_now(runs.db)
-    if job is not None:
-        jobs = [job]
-    else:
-        jobs = list(runs.order_by("job").values_list("job", flat=True).distinct())
-    return [_health(runs.filter(job=name), name, now) for name in jobs]
+    """The health of ``job``, or of every known job: ``read_health()``'s jobs."""
+    return read_health(job).jobs
 
 
-def _health(runs: JobRunQuerySet, job: str, now: datetime.datetime) -> JobHealth:
-    finished = list(runs.finished().order_by("-finished_at", "-pk")[:FAILURES_COUNTED])
-    failures = next(
-        (n for n, run in enumerate(finished) if run.status == JobRun.Status.SUCCEEDED),
-        len(finished),
-    )
-    last_success = next(
-        (run.finished_at for run in finished if run.status == JobRun.Status.SUCCEEDED),
-        None,
-    )
-    if last_success is None:
-        # Past the runs counted: one query for the newest success of all.
-        newest = runs.filter(status=JobRun.Status.SUCCEEDED).order_by("-finished_at").first()
-        last_success = newest.finished_at if newest else None
+def known_jobs() -> list[str]:
+    """Every job health knows, by name: with a claim, or scheduled in the code."""
+    claimed = JobRun.objects.order_by().values_list("job", flat=True).distinct()
+    return sorted({*claimed, *health_reads.scheduled()})
+
+
+def _live(facts: health_reads.Facts) -> list[SchedulerSeen]:
+    oldest = facts.now - jobclaims_settings.scheduler_grace
+    return [row for row in facts.seen if row.last_seen_at >= oldest]
+
+
+def _health(facts: health_reads.Facts, job: str) -> JobHealth:
+    summary = facts.summaries.get(job)
+    scheduled = facts.scheduled.get(job)
+    failed = facts.failed.get(job)
     return JobHealth(
         job=job,
-        overdue=_overdue(runs, job, now),
-        failed=finished[0] if failures else None,
-        failures_in_a_row=failures,
-        dead=list(runs.expired().order_by("claimed_at")),
-        last_success=last_success,
+        overdue=_overdue(facts, job),
+        failed=failed,
+        failures_in_a_row=min(facts.failures_in_a_row.get(job, 0), FAILURES_COUNTED)
+        if failed
+        else 0,
+        dead=facts.dead.get(job, []),
+        last_success=summary.last_success if summary else None,
+        missed=facts.missed.get(job, []),
+        scheduled=scheduled is not None,
+        schedulers=_schedulers(facts, scheduled) if scheduled else None,
     )
 
 
-def _overdue(runs: JobRunQuerySet, job: str, now: datetime.datetime) -> Due | None:
+def _overdue(facts: health_reads.Facts, job: str) -> Due | None:
     """The due window, unless it or a later one succeeded, or the job is newer."""
-    newest = runs.exclude(schedule="").order_by("-claimed_at", "-pk").first()
-    first = runs.order_by("claimed_at", "pk").first()
-    if newest is None or first is None:
+    scheduled = facts.scheduled.get(job)
+    if scheduled is not None:
+        return _overdue_fire(facts, scheduled)
+    newest = facts.newest.get(job)
+    summary = facts.summaries.get(job)
+    if newest is None or summary is None or not newest.schedule:
         return None
-    due = due_window(newest.schedule, now, jobclaims_settings.health_grace(job))
+    zone = timezone.get_current_timezone_name()
+    found = _due_and_end(newest.schedule, facts.now, jobclaims_settings.health_grace(job), zone)
+    if found is None:
+        return None
+    due, due_ends = found
+    if summary.first_claimed >= due_ends:
+        return None  # The job's first claim came after the due window: it was not due yet.
+    success = facts.newest_success.get(job)
+    if success is not None and _starts_by(
+        from_name(newest.schedule).start_of, success.window, due.due_at
+    ):
+        return None
+    return due
+
+
+@functools.lru_cache(maxsize=64)
+def _due_and_end(
+    schedule: str, now: datetime.datetime, grace: datetime.timedelta | None, zone: str
+) -> tuple[Due, datetime.datetime] | None:
+    """``due_window()``, and when that window ends: the same for every job of
+    one schedule and grace in one read (in ``zone``, the keys' time zone)."""
+    due = due_window(schedule, now, grace)
     if due is None:
         return None
-    window = from_name(newest.schedule)
-    if window.start_of(window.key_at(first.claimed_at)) > due.due_at:
-        return None  # The job's first claim came after the due window: it was not due yet.
-    since = runs.filter(status=JobRun.Status.SUCCEEDED, finished_at__gte=due.due_at)
-    for key in since.values_list("window", flat=True):
-        try:
-            if window.start_of(key) >= due.due_at:
-                return None
-        except ValueError:
-            continue  # A key of a schedule the job had before this one.
-    return due
+    window = from_name(schedule)
+    # The due window and the next: no window is longer than ``longest``.
+    _due, following = window.keys_between(due.due_at, due.due_at + 2 * window.longest)[:2]
+    return due, window.start_of(following)
+
+
+def _overdue_fire(facts: health_reads.Facts, job: JobSchedule) -> Due | None:
+    """The due fire of a scheduled job, unless a run of it or a later one succeeded."""
+    fire = due_fire(job, facts.now, jobclaims_settings.health_grace(job.job))
+    since = facts.known_since(job.job)
+    if fire is None or since is None or fire < since:
+        return None  # No fire was due since the job was known: a scheduler saw it, or a claim.
+    key = job.key(fire)
+    start = fire_start(job)
+    success = facts.newest_success.get(job.job)
+    if success is not None and _starts_by(start, success.window, start(key)):
+        return None
+    return Due(key, fire)
+
+
+def _starts_by(
+    start_of: Callable[[str], datetime.datetime], key: str, due_at: datetime.datetime
+) -> bool:
+    """Whether the window ``key`` began at or after ``due_at``."""
+    try:
+        return start_of(key) >= due_at
+    except ValueError:
+        return False  # A key of a schedule the job had before this one.
+
+
+def fire_start(job: JobSchedule) -> Callable[[str], datetime.datetime]:
+    """When the window a key of ``job`` names began: its declared window's start, or the fire."""
+    return job.window.start_of if job.window is not None else windows._moment
+
+
+#: A scheduled job's fire has at most this long to succeed by default, or
+#: its lease if that is longer: what a monthly job needs, and more than a
+#: job fired every few seconds does.
+LONGEST_DEFAULT_GRACE = datetime.timedelta(hours=1)
+
+
+def fire_grace(job: JobSchedule, fire: datetime.datetime) -> datetime.timedelta:
+    """How long ``fire``'s run has to succeed, unless ``HEALTH_GRACE`` says.
+
+    The time to the next fire, at least ``ON_TIME`` (a fire every 5 seconds
+    has a minute) and at most an hour or the job's lease, whichever is
+    longer (a monthly job has an hour, or its lease).
+    """
+    upper = max(LONGEST_DEFAULT_GRACE, job.lease)
+    following = next(job.cron.fires_after(fire), None)
+    gap = upper if following is None else following - fire
+    return max(ON_TIME, min(gap, upper))
+
+
+def due_fire(
+    job: JobSchedule, now: datetime.datetime, grace: datetime.timedelta | None
+) -> datetime.datetime | None:
+    """The newest fire of ``job`` whose grace has passed by ``now``."""
+    if grace is not None:
+        return job.cron.latest_fire(now - grace)
+    for fire in job.cron.fires_before(now):
+        if fire + fire_grace(job, fire) <= now:
+            return fire
+    return None
+
+
+def _schedulers(facts: health_reads.Facts, job: JobSchedule) -> SchedulerProblem | None:
+    """Whether a live scheduler runs ``job``, and whether the live ones agree on it.
+
+    A scheduler started with ``--job`` runs only some jobs: one that does
+    not run ``job`` neither keeps it alive nor disagrees about it.
+    """
+    running = [row for row in facts.seen if job.job in row.schedules]
+    if not running:
+        if job.job not in facts.summaries:
+            return None  # Never claimed, and no scheduler ever ran it: not started yet.
+        return SchedulerProblem("no live scheduler", "no scheduler has been seen running it")
+    grace = jobclaims_settings.scheduler_grace
+    live = [row for row in _live(facts) if job.job in row.schedules]
+    if not live:
+        newest = max(running, key=lambda row: row.last_seen_at)
+        return SchedulerProblem(
+            "no live scheduler",
+            f"none seen for {durations.short(grace)}; the last, {newest}, "
+            f"at {_moment(newest.last_seen_at)}",
+        )
+    schedules = {f"{row}": str(row.schedules[job.job]) for row in live}
+    if len(set(schedules.values())) > 1:
+        said = ", ".join(f"{where} runs {each!r}" for where, each in sorted(schedules.items()))
+        return SchedulerProblem("hosts disagree", said)
+    return None
 
 
 def _moment(moment: datetime.datetime | None) -> str:
@@ -202,7 +369,7 @@ def missed_windows(job: str) -> list[str]:
     if (scheduled := _scheduled(job)) is not None:
         # Each fire is a window: the schedule lists them, not a window name.
         db = jobclaims_settings.claims_database(JobRun)
-        return overview(scheduled, database_now(db)).missed
+        return overview(scheduled, database_now(db), fires=LOOK_BACK).missed
     runs = JobRun.objects.filter(job=job).exclude(schedule="")
     oldest_first = runs.order_by("claimed_at")
     first = oldest_first.finished().first() or oldest_first.first()

@@ -587,3 +587,43 @@ class JobSkip(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} {self.window} skipped {self.count} times, last by {self.owner}"
+
+
+class SchedulerSeen(models.Model):
+    """A scheduler process that was alive, and the schedules it ran.
+
+    Each ``jobclaims_scheduler`` writes its row as it starts and again at
+    most every ``jobclaims.seen.SEEN_EVERY``, so that health can tell "no
+    scheduler runs" and "two hosts run different schedules" (a half-rolled
+    deploy) from the rows of the live ones.
+    """
+
+    host = models.CharField(_("host"), max_length=255)
+    pid = models.PositiveIntegerField(_("process id"))
+    fingerprint = models.CharField(
+        _("fingerprint"),
+        max_length=16,
+        help_text=_("A digest of the schedules the scheduler runs: equal on hosts that agree."),
+    )
+    schedules = models.JSONField(
+        _("schedules"), default=dict, help_text=_("Each job's schedule, by job name.")
+    )
+    started_at = models.DateTimeField(_("started at"), db_default=DatabaseNow())
+    last_seen_at = models.DateTimeField(_("last seen at"), db_default=DatabaseNow())
+
+    objects = ClaimsDatabaseManager["SchedulerSeen"]()
+
+    class Meta:
+        verbose_name = _("scheduler seen")
+        verbose_name_plural = _("schedulers seen")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["host", "pid", "started_at"], name="jobclaims_scheduler_seen_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["last_seen_at"], name="jobclaims_seen_last_seen_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid}"

@@ -40,6 +40,7 @@ from jobclaims.commands import JobCommand
 from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, jobclaims_settings
 from jobclaims.models import JobRun
 from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
+from jobclaims.seen import SEEN_EVERY, SeenRecorder
 from jobclaims.states import Refusal
 
 #: While children run or fires wait to be caught up, look again this often.
@@ -155,6 +156,8 @@ class Scheduler:
         self.refused: dict[str, Refused] = {}
         self.stopping = threading.Event()
         self.signum: int | None = None
+        #: This scheduler's row in SchedulerSeen, for health to see it alive.
+        self.seen = SeenRecorder(jobs)
 
     def run_forever(self) -> None:
         """Start due jobs until SIGTERM or SIGINT, then pass it on and wait."""
@@ -188,6 +191,7 @@ class Scheduler:
             self.shutdown()
 
     def start_due(self, now: datetime.datetime) -> None:
+        self.seen.record(now)
         won: list[tuple[JobSchedule, datetime.datetime, JobRun]] = []
         # Each host in its own order: most claims then find a fire free, or
         # already committed by another host, rather than meet its INSERT.
@@ -365,6 +369,8 @@ class Scheduler:
         wakes += [each.look_at for each in self.refused.values() if each.look_at > now]
         soonest = min(wakes, default=None)
         wait = 3600.0 if soonest is None else (soonest - now).total_seconds()
+        # Awake often enough to be seen alive between rare fires.
+        wait = min(wait, SEEN_EVERY.total_seconds())
         if self.children or self.catching_up:
             wait = min(wait, POLL)
         # A little past the fire, so the database clock has reached it too.

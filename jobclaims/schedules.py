@@ -331,8 +331,11 @@ class JobOverview:
 OVERVIEW_FIRES = 50
 
 
-def overview(job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3) -> JobOverview:
-    """``job``'s schedule, next fires, last run and missed fires at ``now``.
+def overview(
+    job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3, fires: int = OVERVIEW_FIRES
+) -> JobOverview:
+    """``job``'s schedule, next fires, last run and missed fires at ``now``,
+    among its latest ``fires``.
 
     Fires are counted from the job's first claim on, and a fire not yet
     ``ON_TIME`` old is not missed yet.
@@ -347,7 +350,7 @@ def overview(job: JobSchedule, now: datetime.datetime, *, upcoming: int = 3) -> 
         start = job.cron.latest_fire(first.claimed_at) or first.claimed_at
         recent = [
             (fire, job.key(fire))
-            for fire in itertools.islice(job.cron.fires_before(now - ON_TIME), OVERVIEW_FIRES)
+            for fire in itertools.islice(job.cron.fires_before(now - ON_TIME), fires)
             if fire >= start
         ]
         claimed_at = dict(

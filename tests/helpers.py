@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -69,3 +71,25 @@ def cluster_setting(variable: str, how: str) -> str:
     if value:
         return value
     unavailable(f"{variable} is not set: {how}")
+
+
+def unanswered_database_url() -> str:
+    """A ``DATABASE_URL`` of the suite's database kind that nothing answers:
+    a port no server listens on, or a SQLite file in a folder that does not exist."""
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        return "postgres://postgres@127.0.0.1:9/jobclaims_down"
+    if url.startswith("mysql"):
+        return "mysql://root@127.0.0.1:9/jobclaims_down"
+    return "sqlite:////nonexistent-folder/jobclaims_down.sqlite3"
+
+
+def run_python(code: str, *, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a real Python process with the test settings and ``env``."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

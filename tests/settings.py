@@ -105,6 +105,8 @@ TEMPLATES = [
 ]
 
 ROOT_URLCONF = "tests.urls"
+# tests/test_prometheus_server.py serves the metrics view to a real Prometheus.
+ALLOWED_HOSTS = env.list("TESTS_ALLOWED_HOSTS", default=[])
 SECRET_KEY = "tests-only"
 USE_TZ = True
 TIME_ZONE = "UTC"

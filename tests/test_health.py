@@ -21,6 +21,7 @@ from tests.monitored import (
     HOUR,
     HOURLY,
     OVERDUE,
+    SCHEDULED,
     hour_start,
     make_monitored_jobs,
     save_run,
@@ -60,7 +61,7 @@ def test_a_schedule_that_names_no_window_has_no_due_window():
 
 def test_each_job_is_judged_healthy_overdue_failing_or_dead():
     make_monitored_jobs()
-    health = {job.job: job for job in job_health()}
+    health = {job.job: job for job in job_health() if not job.scheduled}
     assert sorted(health) == sorted([DEAD, FAILING, HEALTHY, OVERDUE])
     assert health[HEALTHY].healthy
     assert health[HEALTHY].problems == []
@@ -70,6 +71,8 @@ def test_each_job_is_judged_healthy_overdue_failing_or_dead():
     assert (overdue.failed, overdue.dead) == (None, [])
     assert overdue.overdue.due_at == hour_start(database_now()) - HOUR
     assert overdue.problems[0].startswith(f"overdue: the {overdue.overdue.window} window, due ")
+    # Its last two hours' windows were never claimed: missed, as well as overdue.
+    assert overdue.kinds == ["overdue", "missed"]
 
     failing = health[FAILING]
     assert (failing.overdue, failing.dead, failing.failures_in_a_row) == (None, [], 1)
@@ -108,7 +111,9 @@ def test_a_later_window_that_succeeded_makes_up_for_a_missed_due_window():
     save_run("caught_up", this_hour - 3 * HOUR, JobRun.Status.SUCCEEDED)
     save_run("caught_up", this_hour, JobRun.Status.SUCCEEDED)
     [health] = job_health("caught_up")
-    assert health.healthy
+    assert health.overdue is None
+    # The two windows between were never claimed: the missed signal still says so.
+    assert health.kinds == ["missed"]
 
 
 def test_a_backfill_of_an_old_window_does_not_make_up_for_the_due_one():
@@ -124,7 +129,7 @@ def test_a_grace_per_job_moves_the_due_window_back():
     make_monitored_jobs()
     with override_settings(JOBCLAIMS={"HEALTH_GRACE": {OVERDUE: 4 * HOUR}}):
         [health] = job_health(OVERDUE)
-    assert health.healthy
+    assert health.overdue is None
 
 
 def test_check_lists_the_unhealthy_jobs_and_exits_two():
@@ -132,11 +137,12 @@ def test_check_lists_the_unhealthy_jobs_and_exits_two():
     out, err, status = run_command("jobclaims_status", "--check")
     assert status == 1  # run_command's status for any CommandError; its code is below.
     lines = out.splitlines()
-    assert [line.split(":")[0] for line in lines] == [DEAD, FAILING, OVERDUE]
+    assert [line.split(":")[0] for line in lines] == [DEAD, FAILING, OVERDUE, OVERDUE]
     assert lines[0].startswith(f"{DEAD}: dead holder: ")
     assert lines[1].startswith(f"{FAILING}: failed: ")
     assert lines[2].startswith(f"{OVERDUE}: overdue: ")
-    assert err == "3 of 4 jobs unhealthy"
+    assert lines[3].startswith(f"{OVERDUE}: missed: 2 of its windows in the last 1 d had no claim")
+    assert err == f"3 of {4 + len(SCHEDULED)} jobs unhealthy"
 
 
 def test_check_exits_with_nagios_critical():

@@ -20,7 +20,7 @@ def test_the_health_page_fails_naming_each_unhealthy_job_and_what_is_wrong(clien
     response = client.get("/health/?format=json")
     assert response.status_code == 500
     assert response.json()[CHECK] == (
-        "Unavailable: dead_job: dead holder; failing_job: failed; overdue_job: overdue"
+        "Unavailable: dead_job: dead holder; failing_job: failed; overdue_job: overdue, missed"
     )
     assert response.json()["Database(alias='default')"] == "OK"
 

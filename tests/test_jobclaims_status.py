@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import datetime
 import json
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from jobclaims.claiming import claim
 from jobclaims.clock import database_now
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, SchedulerSeen
+from jobclaims.seen import fingerprint
 from jobclaims.states import State
+from jobclaims.testing import race
 from jobclaims.windows import resolve
 from tests.factories import claim_in_state
-from tests.helpers import run_command, states_of
+from tests.helpers import run_command, run_python, states_of, unanswered_database_url
+from tests.monitored import SCHEDULED
 
 pytestmark = pytest.mark.django_db
 
@@ -141,3 +147,73 @@ def test_status_lists_no_missed_windows_for_a_schedule_that_names_no_window():
     out, err, status = run_command("jobclaims_status", "--missed")
     assert status == 0, err
     assert "missed" not in out
+
+
+def check_status(*arguments: str) -> tuple[str, str, int | None]:
+    """``jobclaims_status --check``'s output and its exit status, as cron sees them."""
+    with pytest.raises(CommandError) as raised:
+        call_command("jobclaims_status", "--check", *arguments, stdout=(out := StringIO()))
+    return out.getvalue(), str(raised.value), raised.value.returncode
+
+
+def test_check_of_an_unknown_job_exits_unknown_naming_the_known_jobs():
+    JobRun.objects.claim("charge_invoices", "2026-11-29", lease=LEASE)
+    out, said, code = check_status("--job", "charge_invoice")
+    assert (out, code) == ("", 3)
+    assert said == (
+        "UNKNOWN: 'charge_invoice' is not a known job; the known jobs are: charge_invoices, "
+        + ", ".join(SCHEDULED)
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_check_exits_unknown_in_one_line_when_the_database_does_not_answer():
+    done = run_python(
+        "import django; django.setup()\n"
+        "from django.core.management import execute_from_command_line\n"
+        "execute_from_command_line(['manage.py', 'jobclaims_status', '--check'])\n",
+        env={"DATABASE_URL": unanswered_database_url()},
+    )
+    assert (done.returncode, done.stdout) == (3, ""), done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("CommandError: UNKNOWN: the claims database did not answer: ")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_check_at_verbosity_zero_is_silent_when_healthy_with_no_warning_on_sqlite():
+    # A real process, as cron runs it: the system checks run there (W001 on SQLite).
+    [result] = race("jobclaims_status", "--check", "-v", "0", instances=1)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_status_refuses_a_limit_no_database_takes_naming_the_fix():
+    _, err, status = run_command("jobclaims_status", "--limit", "99999999999999999999")
+    assert status == 1
+    assert "is more claims than can be shown (at most 2147483647); pass 0 for no limit" in err
+
+
+def test_status_lists_the_schedulers_seen_live_or_gone():
+    now = database_now()
+    for pid, seen_at in ((1, now), (2, now - HOUR)):
+        SchedulerSeen.objects.create(
+            host="web-1",
+            pid=pid,
+            schedules={"tick": "*/2 * * * * *"},
+            fingerprint=fingerprint({"tick": "*/2 * * * * *"}),
+            started_at=now - DAY,
+            last_seen_at=seen_at,
+        )
+    out, _, _ = run_command("jobclaims_status")
+    lines = [line for line in out.splitlines() if line.startswith("Scheduler ")]
+    assert [line.partition("):")[0] + ")" for line in lines] == [
+        "Scheduler web-1:1 (live)",
+        "Scheduler web-1:2 (gone)",
+    ]
+    assert lines[1].endswith(
+        f"seen 1 h ago, schedules {fingerprint({'tick': '*/2 * * * * *'})}, running tick"
+    )
+    document, _, _ = run_command("jobclaims_status", "--json")
+    assert [(row["pid"], row["live"]) for row in json.loads(document)["schedulers"]] == [
+        (1, True),
+        (2, False),
+    ]

@@ -9,19 +9,28 @@ temporary file that replaces it whole, so node_exporter never reads half.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+logger = logging.getLogger("jobclaims")
 
-def add(path: str, registry: CollectorRegistry) -> None:
-    """Add the samples of ``registry``'s counters and histograms to those in ``path``."""
+
+def add(path: str, added: Iterable[Metric]) -> None:
+    """Add the samples of the counters and histograms ``added`` to those in ``path``.
+
+    A file that cannot be parsed (cut short by a full disk, or edited by
+    hand) is set aside as ``<path>.corrupt`` with a warning, and counting
+    starts again from this event: node_exporter sees a counter reset, which
+    ``rate()`` and ``increase()`` handle, rather than counts that stop.
+    """
     target = Path(path)
     with open(f"{path}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -29,8 +38,8 @@ def add(path: str, registry: CollectorRegistry) -> None:
             text = target.read_text()
         except FileNotFoundError:
             text = ""
-        families = {family.name: family for family in text_string_to_metric_families(text)}
-        for family in registry.collect():
+        families = _parsed(target, text)
+        for family in added:
             kept = families.setdefault(
                 family.name, Metric(family.name, family.documentation, family.type)
             )
@@ -38,6 +47,22 @@ def add(path: str, registry: CollectorRegistry) -> None:
         temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         temporary.write_bytes(generate_latest(_Families(families.values())))
         os.replace(temporary, target)
+
+
+def _parsed(target: Path, text: str) -> dict[str, Metric]:
+    try:
+        return {family.name: family for family in text_string_to_metric_families(text)}
+    except ValueError as error:
+        aside = target.with_name(f"{target.name}.corrupt")
+        os.replace(target, aside)
+        logger.warning(
+            "jobclaims' metrics textfile %s could not be read (%s); set aside as %s, "
+            "counting starts again",
+            target,
+            error,
+            aside,
+        )
+        return {}
 
 
 def _sum(kept: list[Sample], added: list[Sample]) -> list[Sample]:

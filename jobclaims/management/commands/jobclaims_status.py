@@ -5,13 +5,14 @@ import json
 from typing import TYPE_CHECKING, Any, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from jobclaims import durations
 from jobclaims.checks import check_schedules
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import checked_overview, job_health, missed_windows
-from jobclaims.models import JobRun
+from jobclaims.health import checked_overview, known_jobs, missed_windows, read_health
+from jobclaims.models import JobRun, SchedulerSeen
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import JobOverview, as_document, describe
 from jobclaims.states import State
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
 
 #: ``--check``'s exit status when a job is unhealthy: CRITICAL to Nagios.
 UNHEALTHY = 2
+#: ``--check``'s exit status when health cannot be told: UNKNOWN to Nagios
+#: (the claims database did not answer, or ``--job`` names no known job).
+UNKNOWN = 3
+#: The most ``--limit`` may be: more rows than any database's LIMIT takes.
+MOST_SHOWN = 2**31 - 1
 #: The table fits a terminal this wide.
 WIDTH = 80
 #: Columns that give up characters, widest first, for the table to fit, and
@@ -32,6 +38,10 @@ def _count(text: str) -> int:
     """argparse type for ``--limit``: a whole number, 0 for no limit."""
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; pass 0 for no limit")
+    if int(text) > MOST_SHOWN:
+        raise argparse.ArgumentTypeError(
+            f"{text} is more claims than can be shown (at most {MOST_SHOWN}); pass 0 for no limit"
+        )
     return int(text)
 
 
@@ -77,6 +87,14 @@ class Command(BaseCommand):
             help="Also show each scheduled job: schedule, next fires, last run, missed fires.",
         )
 
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        # A monitor's output is the jobs' health alone: the deployment's
+        # warnings (W001 on SQLite) belong to manage.py check, and cron
+        # would mail them on every call.
+        if options.get("check"):
+            options["skip_checks"] = True
+        return super().execute(*args, **options)
+
     def handle(self, *args: Any, **options: Any) -> None:
         if options["check"]:
             self._check(options["job"], options["verbosity"])
@@ -96,6 +114,7 @@ class Command(BaseCommand):
                 document["missed_windows"] = missed
             if options["schedules"]:
                 document["schedules"] = [as_document(view) for view in views]
+            document["schedulers"] = _schedulers_document(now)
             self.stdout.write(json.dumps(document, indent=2))
             return
         if not shown:
@@ -106,17 +125,33 @@ class Command(BaseCommand):
             self.stdout.write(f"Newest {len(shown)} of {runs.count()} claims; --limit 0 shows all.")
         counts = JobRun.objects.running_counts()
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
+        for line in _schedulers(now):
+            self.stdout.write(line)
         for job, windows in missed.items():
             self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")
         for view in views:
             self.stdout.write(describe(view))
 
     def _check(self, job: str | None, verbosity: int) -> None:
-        jobs = job_health(job)
-        unhealthy = [health for health in jobs if not health.healthy]
-        for health in unhealthy:
-            for problem in health.problems:
-                self.stdout.write(f"{health.job}: {problem}")
+        try:
+            health = read_health(job)
+            known = [] if health.jobs or job is None else known_jobs()
+        except DatabaseError as error:
+            summary = str(error).strip().partition("\n")[0]
+            raise CommandError(
+                f"UNKNOWN: the claims database did not answer: {summary}", returncode=UNKNOWN
+            ) from error
+        if job is not None and not health.jobs:
+            raise CommandError(
+                f"UNKNOWN: {job!r} is not a known job; the known jobs are: "
+                f"{', '.join(known) or 'none'}",
+                returncode=UNKNOWN,
+            )
+        jobs = health.jobs
+        unhealthy = [each for each in jobs if not each.healthy]
+        for each in unhealthy:
+            for problem in each.problems:
+                self.stdout.write(f"{each.job}: {problem}")
         # Each names its job: "nightly: schedule '61 * * * *' is not …".
         unusable = [error.msg for error in check_schedules()]
         for problem in unusable:
@@ -128,6 +163,35 @@ class Command(BaseCommand):
             )
         if verbosity:
             self.stdout.write(f"All {len(jobs)} jobs healthy.")
+
+
+def _schedulers(now: Any) -> list[str]:
+    """A line per scheduler seen: where it runs, whether it is live, what it runs."""
+    grace = jobclaims_settings.scheduler_grace
+    lines = []
+    for row in SchedulerSeen.objects.order_by("host", "pid", "started_at"):
+        live = "live" if row.last_seen_at >= now - grace else "gone"
+        lines.append(
+            f"Scheduler {row} ({live}): seen {durations.relative(row.last_seen_at, now)}, "
+            f"schedules {row.fingerprint}, running {', '.join(sorted(row.schedules)) or 'nothing'}"
+        )
+    return lines
+
+
+def _schedulers_document(now: Any) -> list[dict[str, Any]]:
+    grace = jobclaims_settings.scheduler_grace
+    return [
+        {
+            "host": row.host,
+            "pid": row.pid,
+            "live": row.last_seen_at >= now - grace,
+            "started_at": row.started_at.isoformat(),
+            "last_seen_at": row.last_seen_at.isoformat(),
+            "fingerprint": row.fingerprint,
+            "schedules": row.schedules,
+        }
+        for row in SchedulerSeen.objects.order_by("host", "pid", "started_at")
+    ]
 
 
 def _overviews(job: str | None, now: Any) -> list[JobOverview]:

@@ -1,0 +1,250 @@
+"""What health reads from the database: the same few queries whatever the
+number of jobs, so that a scrape of a thousand jobs costs what one does.
+
+Each read covers every job at once (an aggregate per job, then the few
+rows the aggregates point at), and ``jobclaims.health`` judges each job
+from these facts in Python. docs/performance.md has the measured cost.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import itertools
+from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
+
+from django.db.models import Count, Max, Min, Q
+from django.utils import timezone
+
+from jobclaims.clock import database_now
+from jobclaims.conf import jobclaims_settings
+from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, SchedulerSeen
+from jobclaims.scheduler import scheduled_jobs
+from jobclaims.schedules import ON_TIME, JobSchedule
+from jobclaims.windows import from_name
+
+#: Health counts at most this many missed fires or windows per job.
+MISSED_COUNTED = 1000
+
+SUCCEEDED = Q(status=JobRun.Status.SUCCEEDED)
+FAILED = Q(status=JobRun.Status.FAILED)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One job's claims, aggregated."""
+
+    first_claimed: datetime.datetime
+    newest_claimed: datetime.datetime
+    newest_success_claimed: datetime.datetime | None
+    last_success: datetime.datetime | None
+    last_failure: datetime.datetime | None
+
+    @property
+    def failing(self) -> bool:
+        """Whether the job's last finished run failed."""
+        if self.last_failure is None:
+            return False
+        return self.last_success is None or self.last_failure > self.last_success
+
+
+@dataclass
+class Facts:
+    """Everything health needs to know of the jobs, read at ``now``."""
+
+    now: datetime.datetime
+    #: Only this job, if given.
+    only: str | None
+    #: The scheduled jobs in the code, by job name.
+    scheduled: dict[str, JobSchedule]
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    #: Each job's newest claim, and its newest succeeded one.
+    newest: dict[str, JobRun] = field(default_factory=dict)
+    newest_success: dict[str, JobRun] = field(default_factory=dict)
+    #: The last run of each job whose last finished run failed, and how
+    #: many failed since its last success.
+    failed: dict[str, JobRun] = field(default_factory=dict)
+    failures_in_a_row: dict[str, int] = field(default_factory=dict)
+    dead: dict[str, list[JobRun]] = field(default_factory=dict)
+    seen: list[SchedulerSeen] = field(default_factory=list)
+    #: Keys of the look-back's fires or windows that no instance claimed.
+    missed: dict[str, list[str]] = field(default_factory=dict)
+
+    def known_jobs(self) -> list[str]:
+        """Jobs with a claim, and scheduled jobs, which are in the code."""
+        known = sorted({*self.summaries, *self.scheduled})
+        return [job for job in known if self.only in (None, job)]
+
+    def known_since(self, job: str) -> datetime.datetime | None:
+        """Since when ``job`` is known to run: its first claim, or the start
+        of the first scheduler seen running it."""
+        moments = [row.started_at for row in self.seen if job in row.schedules]
+        if (summary := self.summaries.get(job)) is not None:
+            moments.append(summary.first_claimed)
+        return min(moments, default=None)
+
+
+def read(only: str | None = None) -> Facts:
+    """The facts of every job (of ``only``, if given), in a bounded number of queries."""
+    db = jobclaims_settings.claims_database(JobRun)
+    runs = JobRun.objects.all() if only is None else JobRun.objects.filter(job=only)
+    facts = Facts(now=database_now(db), only=only, scheduled=scheduled(only))
+    facts.summaries = _summaries(runs)
+    _read_newest(facts, runs)
+    _read_failures(facts, runs)
+    for run in runs.expired().order_by("claimed_at", "pk"):
+        facts.dead.setdefault(run.job, []).append(run)
+    facts.seen = list(SchedulerSeen.objects.order_by("started_at", "pk"))
+    _read_missed(facts)
+    return facts
+
+
+def scheduled(only: str | None = None) -> dict[str, JobSchedule]:
+    """The scheduled jobs in the code (``only``, if given), by job name."""
+    try:
+        jobs = scheduled_jobs()
+    except ValueError:
+        return {}  # Check E005 reports it.
+    return {job.job: job for job in jobs if only in (None, job.job)}
+
+
+def _summaries(runs: JobRunQuerySet) -> dict[str, Summary]:
+    rows = (
+        runs.order_by()
+        .values("job")
+        .annotate(
+            first_claimed=Min("claimed_at"),
+            newest_claimed=Max("claimed_at"),
+            newest_success_claimed=Max("claimed_at", filter=SUCCEEDED),
+            last_success=Max("finished_at", filter=SUCCEEDED),
+            last_failure=Max("finished_at", filter=FAILED),
+        )
+    )
+    return {row.pop("job"): Summary(**row) for row in rows}
+
+
+def _read_newest(facts: Facts, runs: JobRunQuerySet) -> None:
+    """Each job's newest claim and newest success: the rows at the claim
+    times the aggregates found (a time two jobs share brings both)."""
+    moments = {
+        moment
+        for summary in facts.summaries.values()
+        for moment in (summary.newest_claimed, summary.newest_success_claimed)
+        if moment is not None
+    }
+    if not moments:
+        return
+    for run in runs.filter(claimed_at__in=moments).order_by("pk"):
+        summary = facts.summaries.get(run.job)
+        if summary is None:
+            continue  # Claimed since the aggregate was read.
+        if run.claimed_at == summary.newest_claimed:
+            facts.newest[run.job] = run
+        succeeded = run.status == JobRun.Status.SUCCEEDED
+        if succeeded and run.claimed_at == summary.newest_success_claimed:
+            facts.newest_success[run.job] = run
+
+
+def _read_failures(facts: Facts, runs: JobRunQuerySet) -> None:
+    """The last failed run of each failing job, and its failures since its last success."""
+    failing = {job: summary for job, summary in facts.summaries.items() if summary.failing}
+    if not failing:
+        return
+    last = runs.filter(
+        FAILED,
+        job__in=failing,
+        finished_at__in={summary.last_failure for summary in failing.values()},
+    )
+    for run in last.order_by("pk"):
+        if run.finished_at == failing[run.job].last_failure:
+            facts.failed[run.job] = run
+    since_success = reduce(
+        or_,
+        (
+            Q(job=job, finished_at__gt=summary.last_success)
+            if summary.last_success is not None
+            else Q(job=job)
+            for job, summary in failing.items()
+        ),
+    )
+    counts = runs.filter(FAILED).filter(since_success).order_by().values("job")
+    for row in counts.annotate(failures=Count("pk")):
+        facts.failures_in_a_row[row["job"]] = row["failures"]
+
+
+def _read_missed(facts: Facts) -> None:
+    """The fires and windows of the look-back that neither a claim nor a skip has."""
+    expected = {job: keys for job in facts.known_jobs() if (keys := _expected(facts, job))}
+    if not expected:
+        return
+    # Each job's claims since its own first expected window, in one query:
+    # a day of a daily job's must not fetch a day of a 5-second job's.
+    by_since: dict[datetime.datetime, list[str]] = {}
+    for job, keys in expected.items():
+        by_since.setdefault(keys[0][0], []).append(job)
+    claimed = reduce(
+        or_, (Q(job__in=jobs, claimed_at__gte=since) for since, jobs in by_since.items())
+    )
+    skipped = reduce(
+        or_, (Q(job__in=jobs, skipped_at__gte=since) for since, jobs in by_since.items())
+    )
+    had = set(JobRun.objects.filter(claimed).values_list("job", "window"))
+    had |= set(JobSkip.objects.filter(skipped).values_list("job", "window"))
+    for job, keys in expected.items():
+        if missed := [key for _start, key in keys if (job, key) not in had]:
+            facts.missed[job] = missed
+
+
+def _expected(facts: Facts, job: str) -> list[tuple[datetime.datetime, str]]:
+    """``job``'s fires or windows that ended in the look-back, with when each began."""
+    since = facts.known_since(job)
+    if since is None:
+        return []
+    look_back = facts.now - jobclaims_settings.missed_look_back
+    if (scheduled := facts.scheduled.get(job)) is not None:
+        return _expected_fires(scheduled, max(since, look_back), facts.now)
+    newest = facts.newest.get(job)
+    if newest is None:
+        return []
+    zone = timezone.get_current_timezone_name()
+    windows = ended_windows(newest.schedule, look_back, facts.now, zone)
+    # The window holding the first claim counts; those before it do not.
+    ended = [(moment, key) for moment, key, end in windows if end > since]
+    return ended[-MISSED_COUNTED:]
+
+
+def _expected_fires(
+    job: JobSchedule, start: datetime.datetime, now: datetime.datetime
+) -> list[tuple[datetime.datetime, str]]:
+    """Fires from ``start`` that are at least ``ON_TIME`` old, newest ``MISSED_COUNTED``."""
+    fires = itertools.takewhile(lambda fire: fire >= start, job.cron.fires_before(now - ON_TIME))
+    return [
+        (fire, job.key(fire)) for fire in reversed(list(itertools.islice(fires, MISSED_COUNTED)))
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def ended_windows(
+    schedule: str, start: datetime.datetime, now: datetime.datetime, zone: str
+) -> tuple[tuple[datetime.datetime, str, datetime.datetime], ...]:
+    """The windows of ``schedule`` that ended after ``start`` and by ``now``:
+    when each began, its key, when it ended.
+
+    The same for every job of one schedule in one read (and ``zone``, the
+    time zone their keys are in): cached, so that a thousand hourly jobs
+    cost one listing.
+    """
+    try:
+        window = from_name(schedule)
+    except ValueError:
+        return ()  # Claims that name no window (or none): nothing to expect.
+    starts = [
+        (window.start_of(key), key) for key in window.keys_between(start - window.longest, now)
+    ]
+    # The window now running is not missed yet; each ends where the next begins.
+    ends = [moment for moment, _key in starts[1:]] + [window.start_of(window.key_at(now))]
+    return tuple(
+        (moment, key, end) for (moment, key), end in zip(starts, ends, strict=False) if end > start
+    )

@@ -1,0 +1,51 @@
+"""Health reads the same number of queries whatever the number of jobs: a
+scrape of a thousand jobs must not pass Prometheus' scrape timeout.
+
+A count, not a time; benchmarks/monitoring.py measures the time.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+
+from jobclaims.clock import database_now
+from jobclaims.health import read_health
+from jobclaims.models import JobRun
+from tests.monitored import HOUR, SECOND, hour_start, save_run
+
+pytestmark = pytest.mark.django_db
+
+
+def make_jobs(first: int, last: int) -> None:
+    """Hourly jobs ``first`` to ``last`` of each health: healthy, failing, dead, overdue."""
+    this_hour = hour_start(database_now())
+    for n in range(first, last + 1):
+        save_run(f"healthy_{n}", this_hour - HOUR + SECOND, JobRun.Status.SUCCEEDED)
+        save_run(f"failing_{n}", this_hour - HOUR + SECOND, JobRun.Status.SUCCEEDED)
+        save_run(f"failing_{n}", this_hour + SECOND, JobRun.Status.FAILED, error="boom")
+        save_run(f"dead_{n}", this_hour + SECOND, JobRun.Status.RUNNING, expires_at=this_hour)
+        save_run(f"overdue_{n}", this_hour - 3 * HOUR + SECOND, JobRun.Status.SUCCEEDED)
+
+
+def queries_of(read) -> int:
+    with CaptureQueriesContext(connections["default"]) as captured:
+        read()
+    return len(captured.captured_queries)
+
+
+def test_health_reads_as_many_queries_for_forty_jobs_as_for_four():
+    make_jobs(1, 1)
+    few = queries_of(read_health)
+    make_jobs(2, 10)
+    assert queries_of(read_health) == few
+    # Failing, dead and overdue, of each of the ten: judged, not skipped.
+    assert sum(not job.healthy for job in read_health().jobs) == 30
+
+
+def test_a_scrape_reads_as_many_queries_for_forty_jobs_as_for_four(client):
+    make_jobs(1, 1)
+    few = queries_of(lambda: client.get("/metrics/"))
+    make_jobs(2, 10)
+    assert queries_of(lambda: client.get("/metrics/")) == few

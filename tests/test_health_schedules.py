@@ -1,0 +1,288 @@
+"""Scheduled jobs watched by their schedule, the missed-runs signal and the
+schedulers seen: what ``jobclaims_status --check``, the health page and the
+metrics say, which must be the same."""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import re
+import signal
+
+import pytest
+from django.test import override_settings
+
+from jobclaims.clock import database_now
+from jobclaims.health import due_fire, fire_grace, job_health, missed_windows
+from jobclaims.models import JobRun, SchedulerSeen
+from jobclaims.scheduler import scheduled_jobs
+from jobclaims.schedules import CronSchedule, JobSchedule, Misfire
+from jobclaims.seen import fingerprint
+from jobclaims.testing import start
+from tests.helpers import run_command, wait_until
+from tests.monitored import HOUR, HOURLY, SCHEDULED, hour_start, save_run
+from tests.test_prometheus import sample_values
+from tests.testapp.models import Charge
+
+# The health page's check reads in a thread of its own: committed rows only.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECOND = datetime.timedelta(seconds=1)
+MINUTE = datetime.timedelta(minutes=1)
+DAY = datetime.timedelta(days=1)
+CHECK = "ScheduledJobs()"
+#: A daily job of tests/testapp, at midnight.
+NIGHTLY = "nightly_latest"
+
+
+def the_job(name: str) -> JobSchedule:
+    (job,) = [job for job in scheduled_jobs() if job.job == name]
+    return job
+
+
+def a_schedule(expression: str, lease: datetime.timedelta = 10 * MINUTE) -> JobSchedule:
+    return JobSchedule(
+        command="report",
+        job="report",
+        cron=CronSchedule(expression),
+        window=None,
+        lease=lease,
+        allow_overlap=False,
+        misfire=Misfire.LATEST,
+        misfire_deadline=None,
+    )
+
+
+def verdicts(client) -> dict[str, set[str]]:
+    """What is wrong with each job, as --check, the health page and the
+    metrics say it; the test fails unless the three agree."""
+    out, _err, status = run_command("jobclaims_status", "--check")
+    by_check: dict[str, set[str]] = {}
+    for line in out.splitlines() if status else ():
+        job, kind, _rest = line.split(": ", 2)
+        by_check.setdefault(job, set()).add(kind)
+    assert (status == 0) == (not by_check)
+
+    page = client.get("/health/?format=json")
+    said = page.json()[CHECK]
+    by_page: dict[str, set[str]] = {}
+    if said != "OK":
+        for part in said.removeprefix("Unavailable: ").split("; "):
+            job, _, kinds = part.partition(": ")
+            by_page[job] = set(kinds.split(", "))
+    assert (page.status_code == 200) == (not by_page)
+
+    scraped = client.get("/metrics/")
+    assert scraped.status_code == 200
+    by_metrics: dict[str, set[str]] = {}
+    for (name, labels), value in sample_values(scraped.content.decode()).items():
+        if name == "jobclaims_job_problem" and value == 1:
+            named = dict(labels)
+            by_metrics.setdefault(named["job_name"], set()).add(named["problem"].replace("_", " "))
+
+    assert by_check == by_page == by_metrics
+    return by_check
+
+
+def seen(
+    started: datetime.datetime,
+    last_seen: datetime.datetime,
+    schedules: dict[str, str],
+    pid: int = 4242,
+) -> SchedulerSeen:
+    return SchedulerSeen.objects.create(
+        host="web-1",
+        pid=pid,
+        schedules=schedules,
+        fingerprint=fingerprint(schedules),
+        started_at=started,
+        last_seen_at=last_seen,
+    )
+
+
+def run_fire(job: JobSchedule, fire: datetime.datetime, status: str = "succeeded") -> JobRun:
+    """A claim of ``fire``, made as it fired, in ``status``."""
+    return JobRun.objects.create(
+        job=job.job,
+        window=job.key(fire),
+        schedule=job.recorded_schedule,
+        owner="web-1:4242:0c0ffee0",
+        status=status,
+        claimed_at=fire,
+        expires_at=fire + job.lease,
+        finished_at=fire + SECOND,
+    )
+
+
+def test_the_default_grace_of_a_fire_is_the_time_to_the_next_within_bounds():
+    fire = datetime.datetime(2026, 12, 1, 3, 0, tzinfo=datetime.timezone.utc)
+    assert fire_grace(a_schedule("*/5 * * * * *"), fire) == MINUTE
+    assert fire_grace(a_schedule("*/10 * * * *"), fire) == 10 * MINUTE
+    assert fire_grace(a_schedule("0 3 1 * *"), fire) == HOUR
+    assert fire_grace(a_schedule("0 3 1 * *", lease=3 * HOUR), fire) == 3 * HOUR
+
+
+def test_the_due_fire_is_the_newest_whose_grace_has_passed():
+    now = datetime.datetime(2026, 12, 1, 3, 0, 30, tzinfo=datetime.timezone.utc)
+    every_five_seconds = a_schedule("*/5 * * * * *")
+    assert due_fire(every_five_seconds, now, None) == now - MINUTE
+    monthly = a_schedule("0 3 1 * *")
+    assert due_fire(monthly, now, None) == datetime.datetime(
+        2026, 11, 1, 3, 0, tzinfo=datetime.timezone.utc
+    )
+    assert due_fire(monthly, now, 10 * SECOND) == now - 30 * SECOND
+
+
+def test_scheduled_jobs_never_claimed_are_known_and_healthy_before_any_scheduler_ran(client):
+    health = {each.job: each for each in job_health()}
+    assert sorted(health) == sorted(SCHEDULED)
+    assert all(each.scheduled and each.healthy for each in health.values())
+    out, _, status = run_command("jobclaims_status", "--check")
+    assert (out, status) == (f"All {len(SCHEDULED)} jobs healthy.\n", 0)
+    assert verdicts(client) == {}
+
+
+def test_a_scheduled_job_is_overdue_when_its_due_fire_has_no_success(client):
+    job = the_job(NIGHTLY)
+    now = database_now()
+    due = due_fire(job, now, None)
+    assert due is not None
+    before = next(job.cron.fires_before(due - SECOND))
+    run_fire(job, before)
+    seen(before - HOUR, now, {NIGHTLY: job.cron.expression})
+
+    assert verdicts(client) == {NIGHTLY: {"overdue", "missed"}}
+    [health] = job_health(NIGHTLY)
+    assert health.overdue is not None
+    assert health.overdue.window == job.key(due)
+    assert health.missed == [job.key(due)]
+
+    run_fire(job, due)
+    assert verdicts(client) == {}
+
+
+def test_a_scheduled_job_never_claimed_is_overdue_once_a_scheduler_ran_it_past_a_fire(client):
+    job = the_job(NIGHTLY)
+    now = database_now()
+    due = due_fire(job, now, None)
+    assert due is not None
+    # A scheduler started a minute before the due fire: that fire had no run.
+    seen(due - MINUTE, now, {NIGHTLY: job.cron.expression})
+    assert verdicts(client) == {NIGHTLY: {"overdue", "missed"}}
+
+
+def test_a_scheduled_job_first_known_after_its_due_fire_is_not_overdue(client):
+    job = the_job(NIGHTLY)
+    now = database_now()
+    due = due_fire(job, now, None)
+    assert due is not None
+    seen(due + SECOND, now, {NIGHTLY: job.cron.expression})
+    assert verdicts(client) == {}
+
+
+def test_one_missed_fire_trips_the_missed_signal_though_the_next_succeeded(client):
+    job = the_job(NIGHTLY)
+    now = database_now()
+    due = due_fire(job, now, None)
+    assert due is not None
+    skipped, older = itertools.islice(job.cron.fires_before(due - SECOND), 2)
+    run_fire(job, older)
+    run_fire(job, due)
+    seen(older - HOUR, now, {NIGHTLY: job.cron.expression})
+    with override_settings(JOBCLAIMS={"MISSED_LOOK_BACK": 3 * DAY}):
+        assert verdicts(client) == {NIGHTLY: {"missed"}}
+        [health] = job_health(NIGHTLY)
+    assert health.missed == [job.key(skipped)]
+    # Out of the look-back, the missed fire no longer trips it.
+    assert verdicts(client) == {}
+
+
+def test_an_hourly_job_that_misses_one_window_trips_the_missed_signal(client):
+    this_hour = hour_start(database_now())
+    for hours in (3, 2, 0):
+        save_run("sync", this_hour - hours * HOUR + SECOND, JobRun.Status.SUCCEEDED)
+    assert verdicts(client) == {"sync": {"missed"}}
+    [health] = job_health("sync")
+    assert health.missed == [HOURLY.key_at(this_hour - HOUR)]
+    out, _, _ = run_command("jobclaims_status", "--check", "--job", "sync")
+    assert out == (
+        "sync: missed: 1 of its windows in the last 1 d had no claim "
+        f"(latest: {HOURLY.key_at(this_hour - HOUR)})\n"
+    )
+
+
+def test_no_live_scheduler_when_the_schedulers_seen_are_past_their_grace(client):
+    job = the_job(NIGHTLY)
+    now = database_now()
+    due = due_fire(job, now, None)
+    assert due is not None
+    run_fire(job, due)
+    seen(due - DAY, now - 10 * MINUTE, {NIGHTLY: job.cron.expression})
+    assert verdicts(client) == {NIGHTLY: {"no live scheduler"}}
+    [health] = job_health(NIGHTLY)
+    assert health.problems == [
+        "no live scheduler: none seen for 3 min; the last, web-1:4242, at "
+        f"{(now - 10 * MINUTE):%Y-%m-%d %H:%M:%S} UTC"
+    ]
+    with override_settings(JOBCLAIMS={"SCHEDULER_GRACE": 20 * MINUTE}):
+        assert verdicts(client) == {}
+
+
+def test_no_live_scheduler_when_a_claimed_scheduled_job_has_never_seen_one(client):
+    job = the_job(NIGHTLY)
+    due = due_fire(job, database_now(), None)
+    assert due is not None
+    run_fire(job, due)
+    assert verdicts(client) == {NIGHTLY: {"no live scheduler"}}
+
+
+def test_hosts_disagree_when_live_schedulers_run_different_schedules_for_a_job(client):
+    job = the_job(NIGHTLY)
+    now = database_now()
+    due = due_fire(job, now, None)
+    assert due is not None
+    run_fire(job, due)
+    seen(due - HOUR, now, {NIGHTLY: "0 0 * * *"}, pid=1)
+    seen(due - HOUR, now, {NIGHTLY: "0 1 * * *"}, pid=2)
+    # A scheduler started with --job for other jobs neither agrees nor disagrees.
+    seen(due - HOUR, now, {"weekly_report": "0 6 * * 1"}, pid=3)
+    assert verdicts(client) == {NIGHTLY: {"hosts disagree"}}
+    [health] = job_health(NIGHTLY)
+    assert health.problems == ["hosts disagree: web-1:1 runs '0 0 * * *', web-1:2 runs '0 1 * * *'"]
+
+
+def test_a_stopped_scheduler_leaves_its_job_overdue_with_no_live_scheduler(client):
+    [host] = start("jobclaims_scheduler", "--job", "tick")
+    try:
+        wait_until(lambda: Charge.objects.filter(job="tick").exists(), "a fire of tick to run")
+        [row] = SchedulerSeen.objects.all()
+        assert (row.pid, row.schedules) == (host.process.pid, {"tick": "*/2 * * * * *"})
+        assert verdicts(client) == {}
+        host.process.send_signal(signal.SIGTERM)
+        result = host.finish(timeout=30)
+    finally:
+        host.stop()
+    assert result.returncode == 0, result
+    stopped = database_now()
+    quick = {"HEALTH_GRACE": {"tick": SECOND}, "SCHEDULER_GRACE": SECOND}
+    with override_settings(JOBCLAIMS=quick):
+        # Two fires pass with no scheduler up: the due one has no run.
+        wait_until(lambda: database_now() > stopped + 5 * SECOND, "two fires to pass")
+        assert verdicts(client) == {"tick": {"overdue", "no live scheduler"}}
+
+
+def test_the_missed_listing_of_a_scheduled_job_looks_back_a_thousand_fires():
+    job = the_job("tick")
+    now = database_now()
+    first = job.cron.latest_fire(now - 10 * MINUTE)
+    assert first is not None
+    run_fire(job, first)
+    expected = [key for _fire, key in job.expected_fires(first, now - MINUTE)]
+    # Ten minutes of a fire every two seconds: some 270 fires, not the 50 it listed.
+    assert len(expected) > 250
+    assert missed_windows("tick")[-len(expected) :] == expected
+    out, _, _ = run_command("jobclaims_status", "--missed", "--job", "tick")
+    # A fire or two more may pass while the command runs.
+    listed = re.search(r"^tick: (\d+) missed windows: ", out, flags=re.M)
+    assert listed is not None, out
+    assert int(listed[1]) >= len(expected)
