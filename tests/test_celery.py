@@ -60,10 +60,13 @@ def test_two_beats_and_two_workers_run_every_window_once_through_a_worker_loss(
     for number in (1, 2):
         log = f"worker{number}"
         wait_until(lambda: "ready." in fleet.log(log), f"{log} to start", 30)  # noqa: B023
-    started = time.monotonic()
     for number in (1, 2):
         schedule = fleet.logs / f"beat{number}-schedule"
         fleet.start(f"beat{number}", "beat", f"--schedule={schedule}", "--loglevel=INFO")
+    for number in (1, 2):
+        log = f"beat{number}"
+        wait_until(lambda: "Sending due task" in fleet.log(log), f"{log} to send", 30)  # noqa: B023
+    started = time.monotonic()  # Beats start slowly on a loaded machine: count from here.
 
     # A pool child killed mid-task: the redelivery waits for the dead run's
     # lease, which outlives the window, and then finishes that window.
