@@ -81,7 +81,10 @@ def _worker(fleet: Fleet, broker: str, redis_url: str, **env: str) -> Iterator[F
 
 def _forget_broker(app: object) -> None:
     """Drop the connections and queues the app built for the last broker it used."""
-    app.close()  # type: ignore[attr-defined]
+    # Not app.close(): it would also take the app off the list of apps that
+    # later @shared_task functions register with.
+    app.pool.force_close_all()  # type: ignore[attr-defined]
+    app._pool = None  # type: ignore[attr-defined]
     del app.amqp  # type: ignore[attr-defined]  # Rebuilt from the settings when next used.
 
 
