@@ -159,6 +159,7 @@ def claimed(
     if lease is not None and (problem := leases.problem(lease)):
         raise ValueError(f"lease {problem}")
     validate_wait(wait)
+    validate_max_run_time(max_run_time)
 
     def decorate(function: Callable[P, R]) -> Callable[P, R | None]:
         refuse_a_task(function)
@@ -166,6 +167,7 @@ def claimed(
 
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | None:
+            refuse_a_celery_body(wrapper)
             try:
                 with claim(
                     name,
@@ -207,6 +209,24 @@ def refuse_a_task(function: object) -> None:
         raise TypeError(
             "@claimed cannot wrap a Django task: the worker would run the task "
             "unclaimed. Put @claimed under @task, so the task runs the claimed function"
+        )
+
+
+def refuse_a_celery_body(wrapper: object) -> None:
+    """Refuse to run as the body of a Celery task (``@claimed`` under ``@shared_task``).
+
+    Its refusal would return ``None``, which Celery records as SUCCESS, and
+    an ``acks_late`` redelivery would be acknowledged without waiting for
+    the dead run, leaving its window running. Celery has no hook where a
+    task is created, so this is the first call, before anything is written.
+    """
+    celery = sys.modules.get("celery")
+    task = celery.current_task if celery is not None else None
+    if task and getattr(task.run, "__func__", task.run) is wrapper:  # A proxy: falsy outside tasks.
+        raise TypeError(
+            "@claimed cannot be the body of a Celery task: a refused call would "
+            "look like a success. Drop @claimed and make it a claimed task: "
+            "@shared_task(base=jobclaims.contrib.celery.ClaimedTask, claim_window=...)"
         )
 
 

@@ -387,6 +387,8 @@ class JobRun(models.Model):
                     f"{name} {value!r} is {len(value)} characters long; "
                     f"shorten it to at most {limit}"
                 )
+            if "\x00" in value:  # PostgreSQL refuses it in text; others would cut the name there.
+                raise ValueError(f"{name} {value!r} contains a NUL character; remove it")
         cls._refuse_what_a_column_would_lose(job=job, window=window, schedule=schedule)
         if problem := leases.problem(lease):
             raise ValueError(f"lease {problem}")

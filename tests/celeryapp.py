@@ -24,13 +24,24 @@ from jobclaims.conf import use_parents_databases  # noqa: E402  # Needs Django s
 # this, so nothing is connected yet (a connection must not be shared).
 use_parents_databases()
 
+from jobclaims.claiming import claimed  # noqa: E402
 from jobclaims.contrib.celery import ClaimedTask  # noqa: E402  # Needs Django set up.
-from jobclaims.models import JobRun  # noqa: E402
+from jobclaims.models import JobRun, JobSkip  # noqa: E402
 from tests.testapp.models import Charge  # noqa: E402
 
 redis = os.environ.get("TESTS_CELERY_REDIS", "redis://127.0.0.1:6379")
-app = Celery("tests", broker=f"{redis}/0", backend=f"{redis}/1")
+app = Celery(
+    "tests", broker=os.environ.get("TESTS_CELERY_BROKER", f"{redis}/0"), backend=f"{redis}/1"
+)
 app.conf.update(
+    # A queue of the test's own: a RabbitMQ is shared by every test run.
+    task_default_queue=os.environ.get("TESTS_CELERY_QUEUE", "celery"),
+    # Redis hands an unacknowledged message out again after this many seconds.
+    broker_transport_options={
+        "visibility_timeout": float(os.environ.get("TESTS_CELERY_VISIBILITY", 3600)),
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": 1,
+    },
     beat_schedule={"tick": {"task": "tests.tick", "schedule": 1.0}},
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
@@ -102,4 +113,75 @@ def retried(self: ClaimedTask) -> int:
     Charge.objects.create(job=run.job, window=run.window, pid=os.getpid(), attempt=run.attempt)
     if self.request.retries == 0:
         raise self.retry(countdown=0.5)
+    return run.attempt
+
+
+@shared_task(name="tests.claimed_under")
+@claimed(window="hourly")
+def claimed_under() -> None:
+    """``@claimed`` under ``@shared_task``: refused at its first call."""
+    Charge.objects.create(job="tests.claimed_under", window="", pid=os.getpid(), attempt=1)
+
+
+@shared_task(
+    name="tests.killed_then_retried",
+    base=ClaimedTask,
+    bind=True,
+    claim_window="hourly",
+    claim_lease=datetime.timedelta(seconds=2),
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=1,
+)
+def killed_then_retried(self: ClaimedTask) -> int:
+    """Work until killed; taken over, ask Celery for the one retry it allows, then succeed."""
+    run = self.claimed_run
+    fields = {"job": run.job, "window": run.window, "pid": os.getpid(), "attempt": run.attempt}
+    Charge.objects.create(**fields, step=0)
+    if run.attempt == 1:
+        time.sleep(60)  # The test SIGKILLs this process here.
+    if self.request.retries == 0:
+        raise self.retry(countdown=0.2)
+    Charge.objects.create(**fields, step=1)
+    return run.attempt
+
+
+@shared_task(name="tests.part", base=ClaimedTask, bind=True, claim_window="hourly")
+def part(self: ClaimedTask, number: int) -> int:
+    """A chord's member: of three in one window, one runs and two are refused."""
+    run = self.claimed_run
+    Charge.objects.create(job=run.job, window=run.window, pid=os.getpid(), attempt=number)
+    return number
+
+
+@shared_task(name="tests.gather")
+def gather(results: list[object]) -> list[object]:
+    """A chord's callback: records that it ran, with how many results (attempt)
+    and how many of them are refusals (step)."""
+    refusals = sum(isinstance(result, dict) for result in results)
+    Charge.objects.create(
+        job="tests.gather", window="", pid=os.getpid(), attempt=len(results), step=refusals
+    )
+    return results
+
+
+@shared_task(
+    name="tests.outlasted",
+    base=ClaimedTask,
+    bind=True,
+    claim_window="hourly",
+    claim_lease=datetime.timedelta(seconds=2),
+    acks_late=True,
+)
+def outlasted(self: ClaimedTask) -> int:
+    """Outlast Redis's visibility timeout: run until a second delivery was
+    refused twice, so it came back once for this run's lease."""
+    run = self.claimed_run
+    fields = {"job": run.job, "window": run.window, "pid": os.getpid(), "attempt": run.attempt}
+    Charge.objects.create(**fields, step=0)
+    refusals = JobSkip.objects.filter(job=run.job).values_list("count", flat=True)
+    deadline = time.monotonic() + 30
+    while sum(refusals.all()) < 2 and time.monotonic() < deadline:  # all(): read again.
+        time.sleep(0.1)
+    Charge.objects.create(**fields, step=1)
     return run.attempt

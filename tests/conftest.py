@@ -5,6 +5,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.celeryfleet import fleet, redis_url  # noqa: F401  # Fixtures for the Celery tests.
+
 if TYPE_CHECKING:
     from jobclaims.models import JobRun
 

@@ -14,15 +14,9 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -30,8 +24,8 @@ from django.db.models import Sum
 
 from jobclaims.claiming import claimed
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.testing import child_environment
 from jobclaims.windows import resolve
+from tests.celeryfleet import Fleet
 from tests.test_concurrency import wait_until
 from tests.testapp.models import Charge
 
@@ -39,98 +33,6 @@ if os.environ.get("CI") != "true":  # Under CI a missing Celery fails the run.
     pytest.importorskip("celery")
 
 RUN_FOR = 30  # Seconds of two beats: 15 windows of tests.tick.
-
-
-def _redis_server() -> str:
-    """Debian's redis-server; under CI its absence fails the test, elsewhere skips it."""
-    server = shutil.which("redis-server")
-    if server is None:
-        message = "redis-server is not installed: apt-get install redis-server"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return server
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    """A Redis of this test's own, on a port of its own, kept in memory only."""
-    port = _free_port()
-    options = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"]
-    server = subprocess.Popen(
-        [_redis_server(), "--port", str(port), *options],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}"
-    try:
-        import redis
-
-        client = redis.Redis.from_url(url)
-        wait_until(lambda: _answers(client), "Redis to answer", timeout=10)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-def _answers(client: object) -> bool:
-    import redis
-
-    try:
-        return bool(client.ping())  # type: ignore[attr-defined]
-    except redis.ConnectionError:
-        return False
-
-
-class Fleet:
-    """Celery processes of ``tests.celeryapp``, each logging to a file."""
-
-    def __init__(self, redis: str, logs: Path):
-        self.env = {**os.environ, **child_environment(), "TESTS_CELERY_REDIS": redis}
-        self.logs = logs
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, *argv: str) -> None:
-        log = (self.logs / f"{name}.log").open("wb")
-        self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "tests.celeryapp", *argv],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def log(self, name: str) -> str:
-        return (self.logs / f"{name}.log").read_text(errors="replace")
-
-    def stop(self, *names: str) -> None:
-        for name in names:
-            self.processes[name].send_signal(signal.SIGTERM)
-        for name in names:
-            try:
-                self.processes[name].wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.processes[name].kill()
-                self.processes[name].wait()
-
-    def stop_all(self) -> None:
-        self.stop(*[name for name, process in self.processes.items() if process.poll() is None])
-
-
-@pytest.fixture
-def fleet(redis_url: str, tmp_path: Path) -> Iterator[Fleet]:
-    group = Fleet(redis_url, tmp_path)
-    try:
-        yield group
-    finally:
-        group.stop_all()
-        for name in group.processes:
-            print(f"--- {name}\n{group.log(name)[-3000:]}")
 
 
 @pytest.mark.xdist_group("fleets")
@@ -158,10 +60,13 @@ def test_two_beats_and_two_workers_run_every_window_once_through_a_worker_loss(
     for number in (1, 2):
         log = f"worker{number}"
         wait_until(lambda: "ready." in fleet.log(log), f"{log} to start", 30)  # noqa: B023
-    started = time.monotonic()
     for number in (1, 2):
         schedule = fleet.logs / f"beat{number}-schedule"
         fleet.start(f"beat{number}", "beat", f"--schedule={schedule}", "--loglevel=INFO")
+    for number in (1, 2):
+        log = f"beat{number}"
+        wait_until(lambda: "Sending due task" in fleet.log(log), f"{log} to send", 30)  # noqa: B023
+    started = time.monotonic()  # Beats start slowly on a loaded machine: count from here.
 
     # A pool child killed mid-task: the redelivery waits for the dead run's
     # lease, which outlives the window, and then finishes that window.
@@ -243,10 +148,61 @@ def test_a_claimed_task_with_a_bad_window_is_refused_as_it_is_defined():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_claimed_task_run_eagerly_or_called_returns_none_when_refused():
+def test_a_refused_call_run_eagerly_or_by_apply_is_ignored_not_a_success():
+    from celery import states
+
+    from jobclaims.contrib.celery import ClaimRefused
+    from tests.celeryapp import app, slow
+
+    window = slow.apply(args=[0.0]).get()
+    refused = slow.apply(args=[0.0])
+    app.conf.task_always_eager = True
+    try:
+        eager = slow.delay(0.0)
+    finally:
+        app.conf.task_always_eager = False
+    for result in (refused, eager):
+        assert result.state == states.IGNORED
+        assert isinstance(result.result, ClaimRefused)
+        assert result.result.meta == {
+            "job": "tests.slow",
+            "window": window,
+            "reason": "succeeded",
+            "held_until": None,
+        }
+    assert slow(0.0) is None  # Called as a function: None, as from @claimed.
+    assert Charge.objects.filter(step=1).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claimed_under_a_celery_task_is_refused_at_its_call_and_nothing_is_written():
+    from tests.celeryapp import claimed_under
+
+    with pytest.raises(TypeError, match=r"base=jobclaims\.contrib\.celery\.ClaimedTask"):
+        claimed_under.apply(throw=True)
+    assert not JobRun.objects.exists()
+    assert not Charge.objects.exists()
+
+
+def test_a_misspelt_claim_option_is_refused_naming_the_right_one():
+    from celery import shared_task
+
+    from jobclaims.contrib.celery import ClaimedTask
+
+    def misspelt() -> None: ...
+
+    with pytest.raises(
+        ValueError, match=r"claim_windw is not a ClaimedTask option: did you mean claim_window\?"
+    ):
+        shared_task(name="tests.misspelt", base=ClaimedTask, claim_windw="hourly")(misspelt).run  # noqa: B018
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_id_too_long_for_the_owner_column_is_recorded_by_its_hash():
     from tests.celeryapp import slow
 
-    assert slow.apply(args=[0.0]).get() == JobRun.objects.get().window
-    assert slow.apply(args=[0.0]).get() is None
-    assert slow(0.0) is None
-    assert Charge.objects.filter(step=1).count() == 1
+    task_id = "x" * 240
+    assert slow.apply(args=[0.0], task_id=task_id).get() == JobRun.objects.get().window
+    owner = JobRun.objects.get().owner
+    assert task_id not in owner
+    assert " task sha256:" in owner

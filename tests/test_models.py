@@ -290,6 +290,7 @@ def test_active_and_expired_are_judged_by_the_database_clock():
         ("x" * 201, "w", LEASE, "shorten it to at most 200"),
         ("charge", "", LEASE, "needs a window name"),
         ("charge", "w" * 65, LEASE, "shorten it to at most 64"),
+        ("char\x00ge", "w", LEASE, "contains a NUL character; remove it"),
         ("charge", "w", datetime.timedelta(0), "positive datetime.timedelta"),
         ("charge", "w", datetime.timedelta(seconds=-1), "positive datetime.timedelta"),
         ("charge", "w", 60, "positive datetime.timedelta"),

@@ -19,21 +19,31 @@ keeps its claims as long as the name stays. What the result backend shows:
 
 - the task ran: SUCCESS or FAILURE, as without claims;
 - the claim was refused: IGNORED, with ``job``, ``window``, ``reason`` and
-  ``held_until`` as its meta, never a SUCCESS with a ``None`` result;
-- the window is held by a run whose lease ends within ``claim_wait``: RETRY,
-  and the task comes back for the same window when that lease ends. A run
-  that died (a worker SIGKILLed, its message redelivered by ``acks_late``)
-  is taken over then, instead of its window being lost; the redelivered
-  message comes back to the window its first delivery claimed, even once
-  that window has ended;
+  ``held_until`` as its meta, never a SUCCESS with a ``None`` result; run
+  eagerly or by ``apply()``, IGNORED with a ``ClaimRefused`` as its result;
+  in a chord's header the refusal's meta takes the member's place in the
+  callback's arguments, so the callback still runs;
+- the message is a redelivery of one whose first delivery holds the window
+  (a worker SIGKILLed under ``acks_late``, or Redis's visibility timeout):
+  no state of its own; it comes back until that run's lease ends and takes
+  the window over if the run died, even once the window has ended;
+- the window is held by another message's run whose lease ends within
+  ``claim_wait`` (default: no wait): RETRY, and the task comes back for the
+  same window when that lease ends;
 - the task called ``self.retry()``: RETRY, and the claim stays this task's:
   the retry comes back to the same window as the same holder, its lease
   kept long enough, and ``attempt`` does not count Celery's retries.
+
+Coming back for a holder is not a Celery retry: it leaves
+``self.request.retries`` as it was, so ``max_retries`` counts only the
+task's own ``self.retry()`` calls.
 """
 
 from __future__ import annotations
 
 import datetime
+import difflib
+import hashlib
 from typing import Any
 
 from celery import Task, states
@@ -72,13 +82,16 @@ class ClaimedTask(Task):
     claim_max_run_time: datetime.timedelta | None = None
     #: Let a run of this window start while a run of another still holds the job.
     claim_allow_overlap: bool = False
-    #: How long after the first refusal the task keeps coming back to a
-    #: window held by a run whose lease has not ended; ``None``: one lease.
+    #: How long after the first refusal a call keeps coming back to a window
+    #: that another message's run holds; ``None``: it is IGNORED at once, as
+    #: the copy a second beat sends should be. A redelivery of the holder's
+    #: own message always waits for that run's lease.
     claim_wait: datetime.timedelta | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Refuse bad claim options as the task is defined, naming the fix."""
         super().__init_subclass__(**kwargs)
+        _refuse_unknown_options(cls)
         resolve(cls.claim_window)
         if cls.claim_lease is not None and (problem := leases.problem(cls.claim_lease)):
             raise ValueError(f"claim_lease {problem}")
@@ -127,6 +140,7 @@ class ClaimedTask(Task):
     def retry(self, *args: Any, **options: Any) -> Any:
         """Retry for the same window, as its holder if this call holds it."""
         headers = {**(self.request.headers or {}), **options.pop("headers", {})}
+        headers.pop(WAIT_HEADER, None)  # A wait ended; the next refusal starts its own.
         window = getattr(self.request, "jobclaims_window", None)
         if window is not None:
             headers[WINDOW_HEADER] = window
@@ -137,7 +151,7 @@ class ClaimedTask(Task):
 
     def _holder(self) -> str | None:
         """The claim's owner: this process, and the task's id if it has one."""
-        return f"{engine.process_owner()} task {self.request.id}" if self.request.id else None
+        return f"{engine.process_owner()}{_task_mark(self.request.id)}" if self.request.id else None
 
     def _first_delivery_window(self) -> str | None:
         """The window a redelivered message's first delivery claimed, or ``None``.
@@ -151,7 +165,7 @@ class ClaimedTask(Task):
         if not (self.request.delivery_info or {}).get("redelivered"):
             return None
         first_delivery = JobRun.objects.running().filter(
-            job=self.name, owner__endswith=f" task {self.request.id}"
+            job=self.name, owner__endswith=_task_mark(self.request.id)
         )
         return first_delivery.values_list("window", flat=True).first()
 
@@ -165,23 +179,81 @@ class ClaimedTask(Task):
         return run
 
     def _refused(self, refusal: Refusal, lease: datetime.timedelta, wait_until: str | None) -> None:
-        """Come back when the lease in the way ends, or mark the task ignored."""
-        now = database_now(jobclaims_settings.claims_database(JobRun))
-        deadline = parse_datetime(wait_until) if wait_until else None
-        if deadline is None:
-            deadline = now + (self.claim_wait or lease)
-        pause = refusal.pause(now, deadline)
-        if self.request.called_directly or self.request.is_eager:
-            return None  # Called as a function, or by apply(): no queue to come back through.
-        if pause is not None:
-            raise self.retry(
-                countdown=pause.total_seconds(),
-                max_retries=None,
-                headers={WAIT_HEADER: deadline.isoformat()},
-            )
-        if not (self.ignore_result or self.request.ignore_result):
-            self.update_state(state=states.IGNORED, meta=_meta(refusal))
-        raise Ignore(str(refusal))
+        """Come back when the lease in the way ends, or tell the caller why not.
+
+        A redelivery of the holder's own message stays quiet: the state the
+        caller reads is its first delivery's, or its own once it takes over.
+        """
+        request = self.request
+        if request.called_directly:
+            return None  # Called as a function: the caller gets None, as from @claimed.
+        own = bool(refusal.owner and request.id and refusal.owner.endswith(_task_mark(request.id)))
+        wait = lease if own else self.claim_wait
+        if wait is not None and not request.is_eager:
+            now = database_now(jobclaims_settings.claims_database(JobRun))
+            deadline = parse_datetime(wait_until) if wait_until else None
+            if deadline is None:
+                deadline = now + wait
+            if (pause := refusal.pause(now, deadline)) is not None:
+                self._come_back(pause, deadline, quiet=own)
+        if own:
+            raise Ignore(f"redelivered while its first delivery holds the window: {refusal}")
+        refused = ClaimRefused(str(refusal), _meta(refusal))
+        if not request.is_eager:
+            self._record(refused.meta)
+        raise refused
+
+    def _come_back(
+        self, pause: datetime.timedelta, deadline: datetime.datetime, quiet: bool
+    ) -> None:
+        """Send this call again after ``pause``, its ``retries`` unchanged.
+
+        Not ``self.retry()``: waiting for a holder must not spend the task's
+        ``max_retries``, which are its own body's to use.
+        """
+        request = self.request
+        again = self.signature_from_request(
+            request,
+            countdown=pause.total_seconds(),
+            retries=request.retries,
+            headers={
+                **(request.headers or {}),
+                WINDOW_HEADER: request.jobclaims_window,
+                WAIT_HEADER: deadline.isoformat(),
+            },
+        )
+        again.apply_async()
+        if quiet:
+            raise Ignore("waiting for its first delivery's lease")
+        raise Retry("waiting for the window's holder", when=pause.total_seconds(), sig=again)
+
+    def _record(self, meta: dict[str, str | None]) -> None:
+        """Store the refusal as IGNORED, and count it as a chord's part.
+
+        A chord waits for every member of its header; a refused member adds
+        its meta where its result would go, so the callback runs.
+        """
+        request = self.request
+        if not (self.ignore_result or request.ignore_result):
+            self.update_state(state=states.IGNORED, meta=meta)
+        if request.chord:
+            self.backend.on_chord_part_return(request, states.IGNORED, meta)
+
+
+class ClaimRefused(Ignore):
+    """A claimed task's call that did not run: the window is done or held.
+
+    An ``Ignore``, so the worker acknowledges the message and records
+    nothing more; ``meta`` is what the result backend stores with IGNORED.
+    """
+
+    def __init__(self, message: str, meta: dict[str, str | None]):
+        super().__init__(message)
+        self.meta = meta
+
+    def __reduce__(self) -> tuple[type[ClaimRefused], tuple[str, dict[str, str | None]]]:
+        """Pickled whole: a pool child sends it to the worker that ran it."""
+        return ClaimRefused, (str(self), self.meta)
 
 
 def _meta(refusal: Refusal) -> dict[str, str | None]:
@@ -208,3 +280,26 @@ def _keep_for_retry(run: JobRun, retry: Retry, lease: datetime.timedelta) -> Non
     else:
         delay = datetime.timedelta(seconds=float(when or 0))
     run.renew(min(lease + delay, leases.MAX_LEASE))
+
+
+#: A task id this long or longer is recorded by its hash: the owner column
+#: holds the host, process and task id in 255 characters.
+_LONGEST_TASK_ID = 64
+
+
+def _task_mark(task_id: str) -> str:
+    """How a claim's owner names the task id: as is, or hashed when long."""
+    if len(task_id) >= _LONGEST_TASK_ID:
+        task_id = "sha256:" + hashlib.sha256(task_id.encode()).hexdigest()[:40]
+    return f" task {task_id}"
+
+
+def _refuse_unknown_options(task_class: type) -> None:
+    """A misspelt claim option would be ignored, and the task claim minute windows."""
+    known = {name for name in vars(ClaimedTask) if name.startswith("claim_")}
+    for name in vars(task_class):
+        if name.startswith("claim_") and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            options = ", ".join(sorted(known))
+            fix = f"did you mean {close[0]}?" if close else f"the options are {options}"
+            raise ValueError(f"{name} is not a ClaimedTask option: {fix}")
