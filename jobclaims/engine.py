@@ -317,6 +317,7 @@ def _reassign(
         "claimed_at": current.db_now,
         "expires_at": current.db_now + lease,
         "finished_at": None,
+        "retry_at": None,
         "error": "",
     }
     won = in_db.filter(may_take_over_q(force), pk=current.pk, token=current.token).update(

@@ -81,8 +81,13 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
             State.EXPIRED: self.expired,
             State.SUCCEEDED: lambda: self.filter(status=JobRun.Status.SUCCEEDED),
             State.FAILED: lambda: self.filter(status=JobRun.Status.FAILED),
+            State.RETRYING: lambda: self.filter(status=JobRun.Status.RETRYING),
         }
         return filters[State(state)]()
+
+    def due_retries(self) -> JobRunQuerySet:
+        """Fires waiting for a retry whose time has come, by the database clock."""
+        return self.filter(status=JobRun.Status.RETRYING, retry_at__lte=DatabaseNow())
 
     def with_state(self) -> JobRunQuerySet:
         """Annotate ``state``, and ``db_now`` to measure the lease against."""
@@ -306,6 +311,17 @@ class JobRun(models.Model):
         help_text=_("Changes on every claim and takeover."),
     )
     attempt = models.PositiveIntegerField(_("attempt"), default=1)
+    failures = models.PositiveIntegerField(
+        _("failures"),
+        default=0,
+        help_text=_("Attempts that failed under a scheduler, counted against the job's retries."),
+    )
+    retry_at = models.DateTimeField(
+        _("retry at"),
+        null=True,
+        blank=True,
+        help_text=_("When a scheduler may run a retrying fire again."),
+    )
     # True while this run keeps the job's other windows from starting, NULL
     # otherwise. NULLs never collide in a unique index on any database, so a
     # unique (job, holds_job) allows one holder per job without the partial

@@ -29,7 +29,8 @@ from typing import Protocol
 from cronsim import CronSim, CronSimError
 from django.utils import timezone
 
-from jobclaims import windows
+from jobclaims import attempts, windows
+from jobclaims.attempts import RetryPolicy
 from jobclaims.models import JobRun
 from jobclaims.windows import UTC
 
@@ -163,6 +164,9 @@ class ScheduledCommand(Protocol):
     schedule: str | None
     misfire: str
     misfire_deadline: datetime.timedelta | None
+    retries: int
+    retry_backoff: datetime.timedelta
+    retry_backoff_max: datetime.timedelta
 
     @classmethod
     def declares_window(cls) -> bool: ...
@@ -185,6 +189,8 @@ class JobSchedule:
     allow_overlap: bool
     misfire: str
     misfire_deadline: datetime.timedelta | None
+    #: What the scheduler does with a fire that failed (``jobclaims.attempts``).
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     @classmethod
     def of(cls, command: ScheduledCommand, name: str) -> JobSchedule:
@@ -205,6 +211,7 @@ class JobSchedule:
             allow_overlap=command.allow_overlap,
             misfire=command.misfire,
             misfire_deadline=command.misfire_deadline,
+            retry=RetryPolicy(command.retries, command.retry_backoff, command.retry_backoff_max),
         )
 
     @property
@@ -331,6 +338,12 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
         isinstance(deadline, datetime.timedelta) and deadline > datetime.timedelta()
     ):
         found.append(f"{name}: misfire_deadline must be a positive timedelta or None")
+    found += attempts.problems(
+        name,
+        command_class.retries,
+        command_class.retry_backoff,
+        command_class.retry_backoff_max,
+    )
     if command_class.declares_window():
         try:
             window = windows.resolve(command_class.window)

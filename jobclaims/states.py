@@ -26,6 +26,9 @@ class Status(models.TextChoices):
     RUNNING = "running", _("running")
     SUCCEEDED = "succeeded", _("succeeded")
     FAILED = "failed", _("failed")
+    #: Failed or interrupted under a scheduler; the next attempt is due at
+    #: ``retry_at`` (``jobclaims.attempts``).
+    RETRYING = "retrying", _("retrying")
 
 
 class State(models.TextChoices):
@@ -35,6 +38,7 @@ class State(models.TextChoices):
     EXPIRED = "expired", _("expired")
     SUCCEEDED = "succeeded", _("succeeded")
     FAILED = "failed", _("failed")
+    RETRYING = "retrying", _("retrying")
 
 
 class Reason(models.TextChoices):
@@ -124,6 +128,7 @@ MEANINGS = {
     State.EXPIRED: _("Still marked running, but its lease ran out: its holder died."),
     State.SUCCEEDED: _("Finished and succeeded."),
     State.FAILED: _("Finished and failed; the next run takes this window over."),
+    State.RETRYING: _("Failed or interrupted; a scheduler runs it again when its retry is due."),
 }
 
 
@@ -135,25 +140,31 @@ def state_expression() -> Case:
         When(held, then=Value(State.ACTIVE.value)),
         When(running, then=Value(State.EXPIRED.value)),
         When(status=Status.SUCCEEDED, then=Value(State.SUCCEEDED.value)),
+        When(status=Status.RETRYING, then=Value(State.RETRYING.value)),
         default=Value(State.FAILED.value),
         output_field=models.CharField(),
     )
 
 
+#: The finished statuses that let the next claim in without ``force``.
+_OPEN = (Status.FAILED, Status.RETRYING)
+
+
 def may_take_over(status: str, lapsed: bool, force: bool) -> bool:
     """Whether a window's row may go to the next instance of its job.
 
-    It failed, its holder died (still running, its lease run out), or it
+    It failed (or waits for a retry: the scheduler claims it once the retry
+    is due), its holder died (still running, its lease run out), or it
     succeeded and ``force`` asks to run it again.
     """
     if status == Status.RUNNING:
         return lapsed
-    return status == Status.FAILED or (force and status == Status.SUCCEEDED)
+    return status in _OPEN or (force and status == Status.SUCCEEDED)
 
 
 def may_take_over_q(force: bool) -> Q:
     """``may_take_over``, as a condition on rows."""
-    open_ = Q(status=Status.FAILED) | Q(status=Status.RUNNING, expires_at__lte=DatabaseNow())
+    open_ = Q(status__in=_OPEN) | Q(status=Status.RUNNING, expires_at__lte=DatabaseNow())
     if force:
         open_ |= Q(status=Status.SUCCEEDED)
     return open_

@@ -36,10 +36,12 @@ def test_the_takeover_rule_in_python_and_in_sql_frees_the_same_rows(force):
     }
     by_sql = set(rows.filter(frees_q(WINDOW, force)).values_list("job", "window"))
     assert by_python == by_sql
-    # What they agree on is the rule: the window's failed or dead row (and,
-    # forced, its succeeded one); another window's run once its lease ended.
+    # What they agree on is the rule: the window's failed, retrying or dead
+    # row (and, forced, its succeeded one); another window's run once its
+    # lease ended.
     own = {job for job, window in by_sql if window == WINDOW}
-    assert own == {State.EXPIRED, State.FAILED} | ({State.SUCCEEDED} if force else set())
+    opened = {State.EXPIRED, State.FAILED, State.RETRYING}
+    assert own == opened | ({State.SUCCEEDED} if force else set())
     others = {job for job, window in by_sql if window != WINDOW}
     assert State.EXPIRED in others
     assert State.ACTIVE not in others
