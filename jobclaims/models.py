@@ -253,6 +253,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         schedule: str = "",
         details: bool = True,
         owner: str | None = None,
+        take_failed: bool = True,
     ) -> JobRun | Refusal:
         """``claim()``, returning the ``Refusal`` instead of ``None``: why the
         claim was refused, and the row that refused it (its holder, its
@@ -267,6 +268,9 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         ``owner`` names the holder in the admin and in refusals; by default
         this process (``host:pid:random-id``). A task runner can add the
         task's id, to find the window again when the task is redelivered.
+
+        ``take_failed=False`` leaves a failed or retrying window alone, for
+        a scheduler's look at a fire, whose retries follow the job's policy.
         """
         owner = owner or engine.process_owner()
         self.model.validate_claim(job, window, lease, schedule, owner)
@@ -277,7 +281,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             owner=owner,
             holds_job=None if allow_overlap else True,
         )
-        outcome = engine.claim(self, self.claims_db(), new, lease, force, details)
+        outcome = engine.claim(self, self.claims_db(), new, lease, force, details, take_failed)
         # The engine hands back the row it was given or read from this table.
         return outcome if isinstance(outcome, Refusal) else cast("JobRun", outcome)
 

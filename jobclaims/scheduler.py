@@ -365,7 +365,7 @@ class Scheduler:
             if name in busy:
                 continue  # One attempt of a job at a time on this host.
             job = by_name[name]
-            if (run := self._claim(job, key)) is not None:
+            if (run := self._claim(job, key, retry=True)) is not None:
                 busy.add(name)
                 won.append((job, run.claimed_at, run))
                 room -= 1
@@ -433,7 +433,8 @@ class Scheduler:
         )
         return [(fire, key) for fire, key in fires if key not in claimed]
 
-    def _claim(self, job: JobSchedule, key: str) -> JobRun | None:
+    def _claim(self, job: JobSchedule, key: str, *, retry: bool = False) -> JobRun | None:
+        """Claim a fire; only the claim of a due retry takes a failed one over."""
         # A losing host says nothing of its refusals: it needs no details.
         run = JobRun.objects.try_claim(
             job.job,
@@ -442,6 +443,7 @@ class Scheduler:
             allow_overlap=job.allow_overlap,
             schedule=job.recorded_schedule,
             details=False,
+            take_failed=retry,
         )
         return None if isinstance(run, Refusal) else run
 

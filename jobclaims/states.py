@@ -47,6 +47,8 @@ class Reason(models.TextChoices):
     HELD = "held", _("another instance held the window")
     SUCCEEDED = "succeeded", _("the window had already succeeded")
     OVERLAP = "overlap", _("a run of another window held the job")
+    #: A scheduler's look at a fire that failed: only its retry policy runs it again.
+    FAILED = "failed", _("the fire failed, and its retries are the scheduler's")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Refusal:
                 Reason.HELD: "another instance holds it",
                 Reason.SUCCEEDED: "it already succeeded",
                 Reason.OVERLAP: "a run of another window holds the job",
+                Reason.FAILED: "it failed, and its retries are the scheduler's",
             }[self.reason]
         if self.reason == Reason.OVERLAP:
             return (
@@ -84,6 +87,8 @@ class Refusal:
             )
         if self.reason == Reason.SUCCEEDED:
             return f"it already succeeded at {_utc(self.finished_at)}"
+        if self.reason == Reason.FAILED:
+            return f"it {self.status} at {_utc(self.finished_at)}; its retries are the scheduler's"
         return f"held by {self.owner} until {_utc(self.expires_at)}"
 
     def pause(
@@ -150,27 +155,40 @@ def state_expression() -> Case:
 _OPEN = (Status.FAILED, Status.RETRYING)
 
 
-def may_take_over(status: str, lapsed: bool, force: bool) -> bool:
+def may_take_over(status: str, lapsed: bool, force: bool, take_failed: bool = True) -> bool:
     """Whether a window's row may go to the next instance of its job.
 
-    It failed (or waits for a retry: the scheduler claims it once the retry
-    is due), its holder died (still running, its lease run out), or it
-    succeeded and ``force`` asks to run it again.
+    It failed (or waits for a retry), its holder died (still running, its
+    lease run out), or it succeeded and ``force`` asks to run it again.
+    Without ``take_failed`` a failed or retrying row stays as it is: a
+    scheduler's look at a fire leaves its retries to the job's retry
+    policy (``jobclaims.attempts``), however many hosts look.
     """
     if status == Status.RUNNING:
         return lapsed
-    return status in _OPEN or (force and status == Status.SUCCEEDED)
+    if status in _OPEN:
+        return take_failed
+    return force and status == Status.SUCCEEDED
 
 
-def may_take_over_q(force: bool) -> Q:
+def may_take_over_q(force: bool, take_failed: bool = True) -> Q:
     """``may_take_over``, as a condition on rows."""
-    open_ = Q(status__in=_OPEN) | Q(status=Status.RUNNING, expires_at__lte=DatabaseNow())
+    open_ = Q(status=Status.RUNNING, expires_at__lte=DatabaseNow())
+    if take_failed:
+        open_ |= Q(status__in=_OPEN)
     if force:
         open_ |= Q(status=Status.SUCCEEDED)
     return open_
 
 
-def frees(row_window: str, status: str, lapsed: bool, window: str, force: bool) -> bool:
+def frees(
+    row_window: str,
+    status: str,
+    lapsed: bool,
+    window: str,
+    force: bool,
+    take_failed: bool = True,
+) -> bool:
     """Whether a row read in the way of a claim of ``window`` lets it through.
 
     The window's own row does if it may be taken over; a run of another
@@ -178,11 +196,11 @@ def frees(row_window: str, status: str, lapsed: bool, window: str, force: bool) 
     """
     if row_window != window:
         return lapsed
-    return may_take_over(status, lapsed, force)
+    return may_take_over(status, lapsed, force, take_failed)
 
 
-def frees_q(window: str, force: bool) -> Q:
+def frees_q(window: str, force: bool, take_failed: bool = True) -> Q:
     """``frees``, as a condition on rows."""
     same_window = Q(window=window)
     lapsed = Q(expires_at__lte=DatabaseNow())
-    return (same_window & may_take_over_q(force)) | (~same_window & lapsed)
+    return (same_window & may_take_over_q(force, take_failed)) | (~same_window & lapsed)
