@@ -103,7 +103,7 @@ def schedule_of(job: str) -> JobSchedule | None:
     return next((each for each in jobs if each.job == job), None)
 
 
-def child_argv(job: JobSchedule, key: str, run: JobRun) -> list[str]:
+def child_argv(job: JobSchedule, key: str, run: JobRun, verbosity: int = 1) -> list[str]:
     """How a won fire's job is started: ``django-admin <job>`` under our claim."""
     return [
         sys.executable,
@@ -116,6 +116,7 @@ def child_argv(job: JobSchedule, key: str, run: JobRun) -> list[str]:
         str(run.token),
         # This scheduler ran them as it started; each fire need not again.
         "--skip-checks",
+        f"--verbosity={verbosity}",
     ]
 
 
@@ -170,6 +171,7 @@ class Scheduler:
         say: Callable[[str], None],
         warn: Callable[[str], None] | None = None,
         grace: datetime.timedelta = datetime.timedelta(),
+        verbosity: int = 1,
     ):
         self.jobs = jobs
         self.max_jobs = max_jobs
@@ -178,6 +180,8 @@ class Scheduler:
         self.warn = warn or say
         #: How long a stop waits for running jobs before it interrupts them.
         self.grace = grace
+        #: The jobs' own verbosity: the scheduler's.
+        self.verbosity = verbosity
         self.db = jobclaims_settings.claims_database(JobRun)
         self.children: dict[str, Child] = {}
         #: The last fire this host tried per job: each fire is tried once.
@@ -234,10 +238,14 @@ class Scheduler:
 
     def start_due(self, now: datetime.datetime) -> None:
         won: list[tuple[JobSchedule, datetime.datetime, JobRun]] = []
+        # A due retry first: it is older than any fire, and a host that is
+        # always busy with the job's fires must not starve it.
+        self._claim_retries(won)
+        retried = {job.job for job, _, _ in won}
         # Each host in its own order: most claims then find a fire free, or
         # already committed by another host, rather than meet its INSERT.
         for job in random.sample(self.jobs, len(self.jobs)):
-            if job.job in self.children:
+            if job.job in self.children or job.job in retried:
                 continue  # Never a second copy of a job this host is running.
             if len(self.children) + len(won) >= self.max_jobs:
                 break  # Left for a host with room, or for the next look.
@@ -249,7 +257,6 @@ class Scheduler:
                     break
                 look_at = now + min(job.lease, START_LEASE) + LOOK_AGAIN
                 self.refused[job.job] = Refused(fire, key, look_at)
-        self._claim_retries(won)
         # Every claim first, then the processes: starting one takes longer
         # than a claim, and the other fires' claims need not wait for it.
         for job, fire, run in won:
@@ -452,7 +459,7 @@ class Scheduler:
         late = (run.claimed_at - fire).total_seconds()
         try:
             process = subprocess.Popen(
-                child_argv(job, run.window, run),
+                child_argv(job, run.window, run, self.verbosity),
                 stdin=subprocess.DEVNULL,
                 env=child_environment(),
                 # Our own signals reach the job once, passed on by shutdown().

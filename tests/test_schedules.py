@@ -159,7 +159,7 @@ def test_a_job_with_a_bad_schedule_refuses_to_run_and_writes_nothing():
 def test_the_scheduler_names_the_scheduled_jobs_for_an_unknown_one():
     _, err, status = run_command("jobclaims_scheduler", "--job", "nope", "--once")
     assert status == 1
-    assert "'nope' is not a scheduled job; the scheduled jobs are: nightly_all" in err
+    assert "'nope' is not a scheduled job; the scheduled jobs are: always_fails, nightly_all" in err
     assert not JobRun.objects.exists()
     assert not JobSkip.objects.exists()
 

@@ -106,6 +106,7 @@ class Command(BaseCommand):
             say=self._say,
             warn=self._warn,
             grace=jobclaims_settings.stop_grace if grace is None else grace,
+            verbosity=self.verbosity,
         )
         if options["once"]:
             try:
