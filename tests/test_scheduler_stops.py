@@ -7,6 +7,7 @@ when its work is done).
 
 from __future__ import annotations
 
+import functools
 import signal
 
 import pytest
@@ -51,7 +52,7 @@ def read_until(host: Instance, text: str) -> list[str]:
     what the scheduler says, so that a second signal is not sent before the
     first was handled (two pending signals of one kind arrive as one)."""
     assert host.process.stdout is not None, "started with stdout=PIPE"
-    lines = []
+    lines: list[str] = []
     while text not in (line := host.process.stdout.readline()):
         assert line, f"the scheduler ended without saying {text!r}: {lines}"
         lines.append(line)
@@ -60,6 +61,10 @@ def read_until(host: Instance, text: str) -> list[str]:
 
 def done(window: str) -> list[Charge]:
     return list(Charge.objects.filter(job="slow_charge", window=window, step=DONE))
+
+
+def has_ended(window: str) -> bool:
+    return bool(done(window))
 
 
 def stop_each(grace: str, stops: list[list[signal.Signals]]) -> dict[str, tuple[str, Charge]]:
@@ -75,7 +80,7 @@ def stop_each(grace: str, stops: list[list[signal.Signals]]) -> dict[str, tuple[
         env={"SLOW_HOLD": HOLD},
     )
     live = list(hosts)
-    outcome = {}
+    outcome: dict[str, tuple[str, Charge]] = {}
     try:
         for signals in stops:
             window, host = fire_in_progress(live, set(outcome))
@@ -85,7 +90,7 @@ def stop_each(grace: str, stops: list[list[signal.Signals]]) -> dict[str, tuple[
                 host.process.send_signal(signum)
                 said += read_until(host, signum.name)
             # Not restarted: the fire's end comes from this host or another.
-            wait_until(lambda w=window: bool(done(w)), f"{window} to run to its end", timeout=40)
+            wait_until(functools.partial(has_ended, window), f"{window} to run to its end", 40)
             result = host.finish(timeout=40)
             assert result.returncode == 0, result
             (started,) = Charge.objects.filter(job="slow_charge", window=window, step=STARTED)[:1]
