@@ -219,12 +219,16 @@ class Scheduler:
 
     def once(self) -> None:
         """Start what is due now, wait for it to end (catching up, for "all"),
-        and for the retries of the fires it ran that failed."""
+        and for the retries of the fires it ran that failed.
+
+        Fires that come due meanwhile are left to the next ``--once``."""
         with self._stop_on_signals():
+            # The fires due as it started; a later one is the next --once's.
+            started = database_now(self.db)
             while not self.stopping.is_set():
                 self.reap()
                 now = database_now(self.db)
-                self.start_due(now)
+                self.start_due(started)
                 # A retry due by now was claimed just now, here or elsewhere.
                 self.awaited = {job: each for job, each in self.awaited.items() if each.due > now}
                 if not self.children and not self.awaited:

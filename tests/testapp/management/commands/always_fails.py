@@ -9,12 +9,12 @@ class Command(JobCommand):
     """Fails at every attempt, writing a line per attempt first."""
 
     help = "Test job: append a line to ATTEMPTS_FILE, then fail."
-    schedule = "*/10 * * * * *"
+    schedule = "*/15 * * * * *"
     lease = datetime.timedelta(seconds=6)
     allow_overlap = True
-    retries = 2
+    retries = 3
     retry_backoff = datetime.timedelta(seconds=1)
-    retry_backoff_max = datetime.timedelta(seconds=2)
+    retry_backoff_max = datetime.timedelta(seconds=1.5)
 
     def run_job(self, run, *args, **options):
         line = f"{run.window} {run.attempt} {os.getpid()} {time.time():.3f}\n"
