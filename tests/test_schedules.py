@@ -175,6 +175,25 @@ def test_the_scheduler_refuses_to_start_with_a_bad_schedule(monkeypatch):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("chosen", [[], ["--job", "nightly_latest"]], ids=["all", "--job"])
+def test_the_scheduler_leaves_out_a_job_with_a_bad_schedule_and_names_it(monkeypatch, chosen):
+    good = scheduler.scheduled_commands()["nightly_latest"]
+    bad = job_class(schedule="61 * * * *")
+    monkeypatch.setattr(
+        scheduler, "scheduled_commands", lambda: {"nightly": bad(), "nightly_latest": good}
+    )
+    out, err, status = run_command("jobclaims_scheduler", "--list", *chosen)
+    assert status == 0, err
+    assert out.startswith("nightly_latest: 0 0 * * *")
+    (line,) = err.splitlines()
+    assert line.startswith("nightly: schedule '61 * * * *' is not a cron expression")
+    assert line.endswith("; this job is left out until it is fixed")
+    _, err, status = run_command("jobclaims_scheduler", "--list", "--job", "nightly")
+    assert status == 1
+    assert err.endswith("write it like '5 2 * * *' for 02:05 every day")
+
+
+@pytest.mark.django_db
 def test_the_status_command_shows_each_scheduled_job():
     out, _, status = run_command("jobclaims_status", "--schedules", "--job", "tick")
     assert status == 0
