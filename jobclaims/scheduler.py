@@ -61,6 +61,8 @@ START_LEASE = datetime.timedelta(minutes=2)
 #: How long after a refusing holder's lease ends to look at its fire again.
 LOOK_AGAIN = datetime.timedelta(seconds=1)
 ON_A_DAY = datetime.timedelta(days=1)
+#: The exit statuses of a job that a stop signal interrupted (``JobCommand``).
+_STOPPED_STATUSES = frozenset(128 + signum for signum in (signal.SIGTERM, signal.SIGINT))
 
 
 def scheduled_commands() -> dict[str, JobCommand]:
@@ -296,7 +298,11 @@ class Scheduler:
             f"The job's process exited with status {code} without recording how "
             "its run ended: it failed to start, or was killed."
         )
-        if child.interrupted:
+        # A job stopped with its scheduler: by the signal passed on, or by
+        # the same signal sent to the whole group (systemd's default
+        # KillMode), which the job's exit status tells (128 + signal).
+        stopped_too = self.signum is not None and code in _STOPPED_STATUSES
+        if child.interrupted or stopped_too:
             if attempts.hand_off(run, f"Interrupted by a stop of its scheduler. {why}"):
                 return "; interrupted by the stop, so it is handed off to the next scheduler"
             return ""

@@ -8,6 +8,7 @@ when its work is done).
 from __future__ import annotations
 
 import functools
+import os
 import signal
 
 import pytest
@@ -24,6 +25,10 @@ HOSTS = 4
 #: How long slow_charge works: longer than the short grace, shorter than the long one.
 HOLD = "2"
 SHORT_GRACE, LONG_GRACE = "0.5", "30"
+#: Whom a stop signals: the scheduler, or the scheduler and the job it runs
+#: at once, as systemd's default KillMode signals a whole control group.
+Stop = tuple[signal.Signals, bool]
+TO_THE_GROUP = True
 
 
 def fire_in_progress(hosts: list[Instance], seen: set[str]) -> tuple[str, Instance]:
@@ -67,7 +72,7 @@ def has_ended(window: str) -> bool:
     return bool(done(window))
 
 
-def stop_each(grace: str, stops: list[list[signal.Signals]]) -> dict[str, tuple[str, Charge]]:
+def stop_each(grace: str, stops: list[list[Stop]]) -> dict[str, tuple[str, Charge]]:
     """Start a fleet, stop the host running a fire with each list of signals
     in turn (not restarting it), and wait for each such fire to end.
 
@@ -86,7 +91,9 @@ def stop_each(grace: str, stops: list[list[signal.Signals]]) -> dict[str, tuple[
             window, host = fire_in_progress(live, set(outcome))
             live.remove(host)
             said = []
-            for signum in signals:
+            for signum, to_the_group in signals:
+                if to_the_group:
+                    os.kill(Charge.objects.get(window=window, step=STARTED).pid, signum)
                 host.process.send_signal(signum)
                 said += read_until(host, signum.name)
             # Not restarted: the fire's end comes from this host or another.
@@ -107,7 +114,10 @@ def stop_each(grace: str, stops: list[list[signal.Signals]]) -> dict[str, tuple[
 
 
 def assert_ran_once_to_the_end(window: str) -> Charge:
-    (charge,) = done(window)
+    charges = Charge.objects.filter(job="slow_charge", window=window)
+    ends = done(window)
+    assert len(ends) == 1, list(charges.values_list("pid", "attempt", "step"))
+    (charge,) = ends
     run = JobRun.objects.get(job="slow_charge", window=window)
     assert run.status == JobRun.Status.SUCCEEDED
     return charge
@@ -116,8 +126,13 @@ def assert_ran_once_to_the_end(window: str) -> Charge:
 @pytest.mark.xdist_group("fleets")
 def test_fires_whose_schedulers_stop_in_turn_each_run_once_on_the_hosts_left():
     # Three of four hosts stopped one after the other while running a fire,
-    # each with a grace shorter than the job: each fire is handed off.
-    stops = [[signal.SIGTERM], [signal.SIGINT], [signal.SIGTERM]]
+    # each with a grace shorter than the job: each fire is handed off. The
+    # third stop signals its job too, as systemd does by default.
+    stops: list[list[Stop]] = [
+        [(signal.SIGTERM, False)],
+        [(signal.SIGINT, False)],
+        [(signal.SIGTERM, TO_THE_GROUP)],
+    ]
     outcome = stop_each(SHORT_GRACE, stops)
 
     assert len(outcome) == 3
@@ -132,7 +147,8 @@ def test_fires_whose_schedulers_stop_in_turn_each_run_once_on_the_hosts_left():
 
 @pytest.mark.xdist_group("fleets")
 def test_a_stopped_scheduler_lets_its_job_finish_in_the_grace_and_a_second_signal_hands_off():
-    outcome = stop_each(LONG_GRACE, [[signal.SIGTERM], [signal.SIGINT, signal.SIGINT]])
+    once, twice = [(signal.SIGTERM, False)], [(signal.SIGINT, False), (signal.SIGINT, False)]
+    outcome = stop_each(LONG_GRACE, [once, twice])
 
     (finished, (said, started)), (interrupted, (said_twice, _)) = outcome.items()
     charge = assert_ran_once_to_the_end(finished)

@@ -239,3 +239,10 @@ def test_a_scheduled_jobs_window_must_name_a_moment():
 def test_the_scheduler_runs_at_least_one_job_at_once():
     with pytest.raises(CommandError, match="'0' is not a whole number of jobs above 0"):
         call_command("jobclaims_scheduler", "--max-jobs", "0")
+
+
+@pytest.mark.parametrize("grace", ["-1", "nan", "86400", "soon"])
+def test_the_schedulers_grace_is_a_number_of_seconds_from_0_to_under_a_day(grace):
+    message = "not a number of seconds" if grace == "soon" else "0 seconds or more and under a day"
+    with pytest.raises(CommandError, match=message):
+        call_command("jobclaims_scheduler", "--grace", grace)
