@@ -41,6 +41,7 @@ _SYMBOLS = {
     State.EXPIRED: "\u26a0",  # ⚠ needs a look: the holder died
     State.SUCCEEDED: "\u2713",  # ✓
     State.FAILED: "\u2715",  # ✕
+    State.RETRYING: "\u21bb",  # ↻ comes round again
 }
 
 
@@ -86,7 +87,18 @@ class JobRunAdmin(admin.ModelAdmin):
     fieldsets = (
         (
             None,
-            {"fields": ("job", "window", "state_badge", "owner", "attempt", "skipped")},
+            {
+                "fields": (
+                    "job",
+                    "window",
+                    "state_badge",
+                    "owner",
+                    "attempt",
+                    "failures",
+                    "retry_at",
+                    "skipped",
+                )
+            },
         ),
         (
             _("Times"),

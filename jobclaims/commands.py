@@ -105,6 +105,13 @@ class JobCommand(BaseCommand):
     #: With misfire = "latest": run the most recent missed fire only if it is
     #: no older than this. None: at any age.
     misfire_deadline: datetime.timedelta | None = None
+    #: How many times ``jobclaims_scheduler`` runs a fire again after it
+    #: failed or its process died (docs/howto/retries.md); cron does not.
+    retries: int = 0
+    #: The wait before the first retry, doubled for each next one, with jitter.
+    retry_backoff: datetime.timedelta = datetime.timedelta(seconds=10)
+    #: The longest wait between two attempts.
+    retry_backoff_max: datetime.timedelta = datetime.timedelta(minutes=10)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

@@ -46,6 +46,12 @@ def _positive_timedelta(value: object) -> str:
     return f"must be a positive datetime.timedelta, not {value!r}"
 
 
+def _timedelta_from_zero(value: object) -> str:
+    if isinstance(value, datetime.timedelta) and value >= datetime.timedelta():
+        return ""
+    return f"must be a datetime.timedelta of 0 or more, not {value!r}"
+
+
 def _database_alias(value: object) -> str:
     if value is None:
         return ""
@@ -90,6 +96,10 @@ SETTINGS: Mapping[str, _Setting] = {
     "MISSED_LOOK_BACK": _Setting(datetime.timedelta(days=1), _positive_timedelta),
     # How long after a scheduler was last seen it no longer counts as live.
     "SCHEDULER_GRACE": _Setting(datetime.timedelta(minutes=3), _positive_timedelta),
+    # How long a stopped jobclaims_scheduler lets its running jobs finish
+    # before it interrupts them and hands their fires off; --grace overrides
+    # it. Below Kubernetes' default terminationGracePeriodSeconds (30 s).
+    "STOP_GRACE": _Setting(datetime.timedelta(seconds=25), _timedelta_from_zero),
 }
 
 
@@ -162,6 +172,11 @@ class JobClaimsSettings:
         """Where the Prometheus metrics are added up, or None to keep them in the process."""
         path = cast("str | os.PathLike[str] | None", self._value("METRICS_TEXTFILE"))
         return None if path is None else os.fspath(path)
+
+    @property
+    def stop_grace(self) -> datetime.timedelta:
+        """How long a stopped scheduler waits for its running jobs to finish."""
+        return cast(datetime.timedelta, self._value("STOP_GRACE"))
 
     def _value(self, key: str) -> object:
         """The value of ``key``, validated: the properties cast it to what it now is."""

@@ -17,7 +17,7 @@ import secrets
 import socket
 import time
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import F, Manager, Q
@@ -30,6 +30,14 @@ from jobclaims.states import Reason, Refusal, Status, frees, frees_q, may_take_o
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.backends.utils import CursorWrapper
+
+
+class Takeover(NamedTuple):
+    """Which rows a claim may take over, as ``states.may_take_over`` takes it."""
+
+    force: bool
+    take_failed: bool = True
+
 
 #: A claim taken: the run, and the status its row had before (None for a new row).
 Taken = tuple[ClaimRow, "str | None"]
@@ -65,13 +73,15 @@ def claim(
     lease: datetime.timedelta,
     force: bool,
     details: bool = True,
+    take_failed: bool = True,
 ) -> ClaimRow | Refusal:
     """Claim ``new``'s window in the database ``db``.
 
     Returns ``new``, or the window's row that it took over, as stored; or
     the ``Refusal`` that was recorded as a skip. Without ``details`` the
     refusal may name only its reason, not the row that refused the claim,
-    which saves the loser of a race one statement.
+    which saves the loser of a race one statement. Without ``take_failed``
+    a failed or retrying row refuses the claim (``states.may_take_over``).
     """
     job, window = new.job, new.window
     connection = connections[db]
@@ -82,7 +92,9 @@ def claim(
     # A commit may wait for a synchronous standby; never forever.
     with standby.bounded(connection) as watch:
         try:
-            outcome = _claim_until_settled(runs, connection, new, lease, force, details)
+            outcome = _claim_until_settled(
+                runs, connection, new, lease, Takeover(force, take_failed), details
+            )
         except DatabaseError as error:
             if watch.fired:  # Cancelled before it committed anything.
                 raise standby.claim_not_acknowledged(job, window, None) from error
@@ -143,7 +155,7 @@ def _claim_until_settled(
     connection: BaseDatabaseWrapper,
     new: ClaimRow,
     lease: datetime.timedelta,
-    force: bool,
+    rule: Takeover,
     details: bool,
 ) -> Taken | Refusal:
     """Claim, starting again while the database asks for another try.
@@ -162,7 +174,7 @@ def _claim_until_settled(
     while True:
         try:
             with connection.cursor() as cursor:
-                return _claim_once(runs, cursor, new, lease, force, details)
+                return _claim_once(runs, cursor, new, lease, rule, details)
         except _Unsettled as unsettled:
             last = unsettled
         except DatabaseError as error:
@@ -186,19 +198,19 @@ def _claim_once(
     cursor: CursorWrapper,
     new: ClaimRow,
     lease: datetime.timedelta,
-    force: bool,
+    rule: Takeover,
     details: bool,
 ) -> Taken | Refusal:
     statements = claim_statements(cursor.db)
     if statements.claim_by_insert(cursor, new, lease):
         return new, None
-    if not details and not force and (reason := statements.skip_if_blocked(cursor, new)):
+    if not details and not rule.force and (reason := statements.skip_if_blocked(cursor, new)):
         # The INSERT met a row, and the skip found it refusing: two
         # statements for a loser that needs no more than the reason.
         refusal = Refusal(new.job, new.window, Reason(reason))
         events.skipped(runs.model, refusal)
         return refusal
-    return _contend(runs, cursor, new, lease, force)
+    return _contend(runs, cursor, new, lease, rule)
 
 
 def _contend(
@@ -206,7 +218,7 @@ def _contend(
     cursor: CursorWrapper,
     new: ClaimRow,
     lease: datetime.timedelta,
-    force: bool,
+    rule: Takeover,
 ) -> Taken | Refusal:
     """Claim past the rows in the way, or record a skip and return why.
 
@@ -215,12 +227,12 @@ def _contend(
     """
     seen = claim_statements(cursor.db).rivals(cursor, new)
     blocking = [
-        row for row in seen if not frees(row.window, row.status, row.lapsed, new.window, force)
+        row for row in seen if not frees(row.window, row.status, row.lapsed, new.window, *rule)
     ]
     if blocking:
         return _skip(runs, cursor, new, _refusal(new, blocking))
     try:
-        taken = _take(runs, cursor, new, seen, lease, force)
+        taken = _take(runs, cursor, new, seen, lease, rule)
     except IntegrityError:
         # Another instance inserted first: the constraint decided.
         taken = None
@@ -236,6 +248,8 @@ def _refusal(new: ClaimRow, blocking: list[Rival]) -> Refusal:
         reason = Reason.OVERLAP
     elif row.status == Status.SUCCEEDED:
         reason = Reason.SUCCEEDED
+    elif row.status in (Status.FAILED, Status.RETRYING):
+        reason = Reason.FAILED
     else:
         reason = Reason.HELD
     finished_at = None if row.finished_at is None else as_utc(row.finished_at)
@@ -274,7 +288,7 @@ def _take(
     new: ClaimRow,
     seen: list[Rival],
     lease: datetime.timedelta,
-    force: bool,
+    rule: Takeover,
 ) -> Taken | None:
     """Insert the window's first claim, or take over the rows in its way."""
     if not seen:
@@ -283,7 +297,7 @@ def _take(
         with _savepoint_if_in_transaction(cursor.db.alias):
             claim_statements(cursor.db).insert(cursor, new, lease)
         return new, None
-    return _take_over(runs, cursor, new, seen, lease, force)
+    return _take_over(runs, cursor, new, seen, lease, rule)
 
 
 def _take_over(
@@ -292,7 +306,7 @@ def _take_over(
     new: ClaimRow,
     seen: list[Rival],
     lease: datetime.timedelta,
-    force: bool,
+    rule: Takeover,
 ) -> Taken | None:
     """Reassign the window's row, and break dead runs' holds on the job.
 
@@ -303,7 +317,7 @@ def _take_over(
     """
     db = cursor.db.alias
     in_db = runs.using(db)
-    free = frees_q(new.window, force)
+    free = frees_q(new.window, *rule)
     with _row_lock_transaction(db):
         # Rows another contender has locked are skipped, not waited for:
         # that contender is settling them right now.
@@ -329,7 +343,7 @@ def _take_over(
             claim_statements(cursor.db).insert(cursor, new, lease)
             return new, None
         previous_status = current.status
-        if not _reassign(in_db, current, new, lease, force):
+        if not _reassign(in_db, current, new, lease, rule):
             return None
     return current, previous_status
 
@@ -351,7 +365,7 @@ def _contested(new: ClaimRow) -> Q:
 
 
 def _reassign(
-    in_db: Any, current: Any, new: ClaimRow, lease: datetime.timedelta, force: bool
+    in_db: Any, current: Any, new: ClaimRow, lease: datetime.timedelta, rule: Takeover
 ) -> bool:
     """Hand ``current`` over to ``new``'s holder, if no one else did first."""
     changes = {
@@ -362,9 +376,10 @@ def _reassign(
         "claimed_at": current.db_now,
         "expires_at": current.db_now + lease,
         "finished_at": None,
+        "retry_at": None,
         "error": "",
     }
-    won = in_db.filter(may_take_over_q(force), pk=current.pk, token=current.token).update(
+    won = in_db.filter(may_take_over_q(*rule), pk=current.pk, token=current.token).update(
         attempt=F("attempt") + 1, **changes
     )
     if not won:

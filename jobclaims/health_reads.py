@@ -106,7 +106,7 @@ def scheduled(only: str | None = None) -> dict[str, JobSchedule]:
     try:
         jobs = scheduled_jobs()
     except ValueError:
-        return {}  # Check E005 reports it.
+        return {}  # Check W005 reports it.
     return {job.job: job for job in jobs if only in (None, job.job)}
 
 

@@ -81,8 +81,13 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
             State.EXPIRED: self.expired,
             State.SUCCEEDED: lambda: self.filter(status=JobRun.Status.SUCCEEDED),
             State.FAILED: lambda: self.filter(status=JobRun.Status.FAILED),
+            State.RETRYING: lambda: self.filter(status=JobRun.Status.RETRYING),
         }
         return filters[State(state)]()
+
+    def due_retries(self) -> JobRunQuerySet:
+        """Fires waiting for a retry whose time has come, by the database clock."""
+        return self.filter(status=JobRun.Status.RETRYING, retry_at__lte=DatabaseNow())
 
     def with_state(self) -> JobRunQuerySet:
         """Annotate ``state``, and ``db_now`` to measure the lease against."""
@@ -250,6 +255,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         schedule: str = "",
         details: bool = True,
         owner: str | None = None,
+        take_failed: bool = True,
     ) -> JobRun | Refusal:
         """``claim()``, returning the ``Refusal`` instead of ``None``: why the
         claim was refused, and the row that refused it (its holder, its
@@ -264,6 +270,9 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         ``owner`` names the holder in the admin and in refusals; by default
         this process (``host:pid:random-id``). A task runner can add the
         task's id, to find the window again when the task is redelivered.
+
+        ``take_failed=False`` leaves a failed or retrying window alone, for
+        a scheduler's look at a fire, whose retries follow the job's policy.
         """
         owner = owner or engine.process_owner()
         self.model.validate_claim(job, window, lease, schedule, owner)
@@ -277,7 +286,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             slot_start=slot_start,
             slot_end=slot_end,
         )
-        outcome = engine.claim(self, self.claims_db(), new, lease, force, details)
+        outcome = engine.claim(self, self.claims_db(), new, lease, force, details, take_failed)
         # The engine hands back the row it was given or read from this table.
         return outcome if isinstance(outcome, Refusal) else cast("JobRun", outcome)
 
@@ -311,6 +320,17 @@ class JobRun(models.Model):
         help_text=_("Changes on every claim and takeover."),
     )
     attempt = models.PositiveIntegerField(_("attempt"), default=1)
+    failures = models.PositiveIntegerField(
+        _("failures"),
+        default=0,
+        help_text=_("Attempts that failed under a scheduler, counted against the job's retries."),
+    )
+    retry_at = models.DateTimeField(
+        _("retry at"),
+        null=True,
+        blank=True,
+        help_text=_("When a scheduler may run a retrying fire again."),
+    )
     # True while this run keeps the job's other windows from starting, NULL
     # otherwise. NULLs never collide in a unique index on any database, so a
     # unique (job, holds_job) allows one holder per job without the partial

@@ -8,10 +8,17 @@ again, renews it while it runs and records how it ended); every other host
 records its skip and starts nothing. A losing host costs the claim's few
 statements, never a Python process.
 
-When a child ends without recording an outcome (it could not start, died
-before adopting its claim, or was killed) the scheduler records the claim
-failed, so the next instance need not wait out the lease. A scheduler killed
-outright leaves its claims to expire and be taken over, like any dead holder.
+When a child ends without succeeding (it failed, could not start, died
+before adopting its claim, or was killed) the scheduler settles the fire by
+the job's retry policy (``jobclaims.attempts``): retrying after a backoff, or
+failed. Every scheduler claims due retries as it claims fires, so each
+attempt runs on one host.
+
+Stopped by SIGTERM or SIGINT, a scheduler starts nothing more and gives its
+running jobs ``grace`` to finish; then (or at a second signal) it passes the
+signal on and hands each interrupted fire off, due for a retry at once, to
+the next live scheduler that looks. A scheduler killed outright leaves its
+claims to expire and be taken over, like any dead holder.
 """
 
 from __future__ import annotations
@@ -33,14 +40,15 @@ from django.conf import settings
 from django.core.management import get_commands, load_command_class
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
+from django.db.models import Q
 
-from jobclaims import windows
-from jobclaims.clock import database_now
+from jobclaims import attempts, windows
+from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.commands import JobCommand
 from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, jobclaims_settings
 from jobclaims.models import JobRun
 from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
-from jobclaims.seen import SEEN_EVERY, SeenRecorder
+from jobclaims.seen import SeenRecorder
 from jobclaims.states import Refusal
 
 #: While children run or fires wait to be caught up, look again this often.
@@ -54,6 +62,8 @@ START_LEASE = datetime.timedelta(minutes=2)
 #: How long after a refusing holder's lease ends to look at its fire again.
 LOOK_AGAIN = datetime.timedelta(seconds=1)
 ON_A_DAY = datetime.timedelta(days=1)
+#: The exit statuses of a job that a stop signal interrupted (``JobCommand``).
+_STOPPED_STATUSES = frozenset(128 + signum for signum in (signal.SIGTERM, signal.SIGINT))
 
 
 def scheduled_commands() -> dict[str, JobCommand]:
@@ -78,6 +88,19 @@ def scheduled_jobs() -> list[JobSchedule]:
     return [JobSchedule.of(command, name) for name, command in scheduled_commands().items()]
 
 
+def usable_jobs() -> tuple[list[JobSchedule], dict[str, str]]:
+    """The schedule of every scheduled job that has a usable one, and by
+    command what is wrong with each other one, naming the fix: one job's
+    mistake does not keep the others from running."""
+    jobs, problems = [], {}
+    for name, command in scheduled_commands().items():
+        try:
+            jobs.append(JobSchedule.of(command, name))
+        except ValueError as error:
+            problems[name] = str(error)
+    return jobs, problems
+
+
 def schedule_of(job: str) -> JobSchedule | None:
     """The schedule of the job whose claims are named ``job``, if it has a usable one."""
     try:
@@ -87,7 +110,7 @@ def schedule_of(job: str) -> JobSchedule | None:
     return next((each for each in jobs if each.job == job), None)
 
 
-def child_argv(job: JobSchedule, key: str, run: JobRun) -> list[str]:
+def child_argv(job: JobSchedule, key: str, run: JobRun, verbosity: int = 1) -> list[str]:
     """How a won fire's job is started: ``django-admin <job>`` under our claim."""
     return [
         sys.executable,
@@ -100,6 +123,7 @@ def child_argv(job: JobSchedule, key: str, run: JobRun) -> list[str]:
         str(run.token),
         # This scheduler ran them as it started; each fire need not again.
         "--skip-checks",
+        f"--verbosity={verbosity}",
     ]
 
 
@@ -131,6 +155,16 @@ class Child:
     run: JobRun
     process: subprocess.Popen[bytes]
     started: float = field(default_factory=time.monotonic)
+    #: Whether this scheduler passed a stop signal on to it.
+    interrupted: bool = False
+
+
+@dataclass
+class Awaited:
+    """A retry this scheduler scheduled, which it waits for under ``--once``."""
+
+    key: str
+    due: datetime.datetime
 
 
 class Scheduler:
@@ -142,10 +176,19 @@ class Scheduler:
         *,
         max_jobs: int,
         say: Callable[[str], None],
+        warn: Callable[[str], None] | None = None,
+        grace: datetime.timedelta = datetime.timedelta(),
+        verbosity: int = 1,
     ):
         self.jobs = jobs
         self.max_jobs = max_jobs
         self.say = say
+        #: Where what went wrong is said, even when ``say`` is quiet (-v 0).
+        self.warn = warn or say
+        #: How long a stop waits for running jobs before it interrupts them.
+        self.grace = grace
+        #: The jobs' own verbosity: the scheduler's.
+        self.verbosity = verbosity
         self.db = jobclaims_settings.claims_database(JobRun)
         self.children: dict[str, Child] = {}
         #: The last fire this host tried per job: each fire is tried once.
@@ -154,7 +197,11 @@ class Scheduler:
         self.catching_up: set[str] = set()
         #: Per job, its latest fire that another holder's claim refused.
         self.refused: dict[str, Refused] = {}
+        #: Per job, the retry this host scheduled last (``--once`` waits for it).
+        self.awaited: dict[str, Awaited] = {}
         self.stopping = threading.Event()
+        #: Set once the stop signal was passed on to the running jobs.
+        self.passed_on = threading.Event()
         self.signum: int | None = None
         #: This scheduler's row in SchedulerSeen, for health to see it alive.
         self.seen = SeenRecorder(jobs)
@@ -169,7 +216,7 @@ class Scheduler:
                     self.reap()
                     self.start_due(now)
                 except DatabaseError as error:
-                    self.say(
+                    self.warn(
                         f"The database did not answer ({error}); trying again in {RECONNECT:.0f} s"
                     )
                     close_old_connections()
@@ -180,23 +227,39 @@ class Scheduler:
             self.shutdown()
 
     def once(self) -> None:
-        """Start what is due now, wait for it to end (catching up, for "all")."""
+        """Start what is due now, wait for it to end (catching up, for "all"),
+        and for the retries of the fires it ran that failed.
+
+        Fires that come due meanwhile are left to the next ``--once``."""
         with self._stop_on_signals():
+            # The fires due as it started; a later one is the next --once's.
+            started = database_now(self.db)
             while not self.stopping.is_set():
                 self.reap()
-                self.start_due(database_now(self.db))
-                if not self.children:
+                now = database_now(self.db)
+                self.start_due(started)
+                # A retry due by now was claimed just now, here or elsewhere.
+                self.awaited = {job: each for job, each in self.awaited.items() if each.due > now}
+                if not self.children and not self.awaited:
                     break
-                self.stopping.wait(POLL / 10)
+                wait = POLL / 10
+                if not self.children:
+                    soonest = min(each.due for each in self.awaited.values())
+                    wait = (soonest - now).total_seconds() + 0.002
+                self.stopping.wait(wait)
             self.shutdown()
 
     def start_due(self, now: datetime.datetime) -> None:
         self.seen.record(now)
         won: list[tuple[JobSchedule, datetime.datetime, JobRun]] = []
+        # A due retry first: it is older than any fire, and a host that is
+        # always busy with the job's fires must not starve it.
+        self._claim_retries(won)
+        retried = {job.job for job, _, _ in won}
         # Each host in its own order: most claims then find a fire free, or
         # already committed by another host, rather than meet its INSERT.
         for job in random.sample(self.jobs, len(self.jobs)):
-            if job.job in self.children:
+            if job.job in self.children or job.job in retried:
                 continue  # Never a second copy of a job this host is running.
             if len(self.children) + len(won) >= self.max_jobs:
                 break  # Left for a host with room, or for the next look.
@@ -214,7 +277,7 @@ class Scheduler:
             self._start(job, fire, run)
 
     def reap(self) -> None:
-        """Log each child that ended; record its claim failed if it did not."""
+        """Log each child that ended, and settle its fire if it did not succeed."""
         for name, child in list(self.children.items()):
             code = child.process.poll()
             if code is None:
@@ -223,30 +286,63 @@ class Scheduler:
             if child.job.misfire == Misfire.ALL:
                 self.catching_up.add(name)
             took = time.monotonic() - child.started
-            note = ""
             try:
-                if child.run.release(
-                    JobRun.Status.FAILED,
-                    error=f"The job's process exited with status {code} without recording "
-                    "how its run ended: it failed to start, or was killed.",
-                ):
-                    note = "; it recorded no outcome, so its claim is recorded failed"
+                note = self._settle(child, code)
             except DatabaseError as error:
-                note = f"; could not record its claim failed ({error}), it expires with its lease"
-            self.say(
+                self.warn(
+                    f"Could not settle {child.run} ({error}); it is taken over when its lease ends"
+                )
+                note = ""
+            say = self.warn if code else self.say
+            say(
                 f"Ended {child.run.job} {child.run.window}: pid {child.process.pid} "
                 f"exited {code} after {took:.1f} s{note}"
             )
 
+    def _settle(self, child: Child, code: int) -> str:
+        """Settle a child's fire by how it ended (``jobclaims.attempts``), and say how."""
+        run = child.run
+        why = (
+            f"The job's process exited with status {code} without recording how "
+            "its run ended: it failed to start, or was killed."
+        )
+        # A job stopped with its scheduler: by the signal passed on, or by
+        # the same signal sent to the whole group (systemd's default
+        # KillMode), which the job's exit status tells (128 + signal).
+        stopped_too = self.signum is not None and code in _STOPPED_STATUSES
+        if child.interrupted or stopped_too:
+            if attempts.hand_off(run, f"Interrupted by a stop of its scheduler. {why}"):
+                return "; interrupted by the stop, so it is handed off to the next scheduler"
+            return ""
+        status = attempts.after_failure(run, child.job.retry, why)
+        if status != JobRun.Status.RETRYING:
+            return "; its claim is recorded failed" if status else ""
+        due = JobRun.objects.filter(pk=run.pk).values_list("retry_at", flat=True).first()
+        if due is not None:
+            self.awaited[run.job] = Awaited(run.window, due)
+        return f"; it failed, so it is retried at {due:%H:%M:%S.%f} UTC" if due else ""
+
     def shutdown(self) -> None:
-        """Pass the stop signal on to running jobs and wait for them to end."""
+        """Give running jobs the grace to end, then pass the stop signal on,
+        and wait for them to end."""
         if self.signum is not None:
-            for child in self.children.values():
-                child.process.send_signal(self.signum)
+            deadline = time.monotonic() + self.grace.total_seconds()
+            while self.children and time.monotonic() < deadline:
+                self.reap()
+                self.passed_on.wait(min(POLL / 10, max(deadline - time.monotonic(), 0)))
+            self.pass_on(self.signum)
         while self.children:
-            for child in self.children.values():
+            for child in list(self.children.values()):
                 child.process.wait()
             self.reap()
+
+    def pass_on(self, signum: int) -> None:
+        """Send ``signum`` to every running job not sent one yet."""
+        for child in list(self.children.values()):
+            if not child.interrupted and child.process.poll() is None:
+                child.interrupted = True
+                child.process.send_signal(signum)
+        self.passed_on.set()
 
     def _to_claim(
         self, job: JobSchedule, now: datetime.datetime
@@ -266,12 +362,40 @@ class Scheduler:
         if fire is None or self.tried.get(job.job) == fire:
             return []
         key = job.key(fire)
-        if now - fire > ON_TIME and self._claimed(job, key):
+        if now - fire > ON_TIME and self._settled_or_held(job, key):
             # A late look (a start, --once from cron): one read, rather than
             # a claim refused and a skip recorded for a fire long settled.
             self.tried[job.job] = fire
             return []
         return [(fire, key)]
+
+    def _claim_retries(self, won: list[tuple[JobSchedule, datetime.datetime, JobRun]]) -> None:
+        """Claim the due retries of jobs this host has room for, oldest first.
+
+        Every scheduler looks, so a fire handed off by a stopping host runs
+        again at once, and a failed one when its backoff ends, on one host.
+        """
+        busy = set(self.children) | {job.job for job, _, _ in won}
+        room = self.max_jobs - len(self.children) - len(won)
+        by_name = {job.job: job for job in self.jobs if job.job not in busy}
+        if room < 1 or not by_name:
+            return
+        due = (
+            JobRun.objects.due_retries()
+            .filter(job__in=list(by_name))
+            .order_by("retry_at")
+            .values_list("job", "window")
+        )
+        for name, key in list(due):
+            if name in busy:
+                continue  # One attempt of a job at a time on this host.
+            job = by_name[name]
+            if (run := self._claim(job, key, retry=True)) is not None:
+                busy.add(name)
+                won.append((job, run.claimed_at, run))
+                room -= 1
+                if not room:
+                    return
 
     def _to_take_over(
         self, job: JobSchedule, now: datetime.datetime
@@ -305,8 +429,15 @@ class Scheduler:
             return []
         return [(refused.fire, refused.key)]
 
-    def _claimed(self, job: JobSchedule, key: str) -> bool:
-        return JobRun.objects.filter(job=job.job, window=key).exists()
+    def _settled_or_held(self, job: JobSchedule, key: str) -> bool:
+        """Whether a fire's row leaves nothing to claim: any row but a holder
+        that died (running, its lease over), which the claim takes over.
+
+        Read from the row, not from this process's memory, so that a
+        ``--once`` from cron takes over the fire of a holder that vanished.
+        """
+        lapsed = Q(status=JobRun.Status.RUNNING, expires_at__lte=DatabaseNow())
+        return JobRun.objects.filter(job=job.job, window=key).exclude(lapsed).exists()
 
     def _unclaimed(
         self, job: JobSchedule, now: datetime.datetime
@@ -327,7 +458,8 @@ class Scheduler:
         )
         return [(fire, key) for fire, key in fires if key not in claimed]
 
-    def _claim(self, job: JobSchedule, key: str) -> JobRun | None:
+    def _claim(self, job: JobSchedule, key: str, *, retry: bool = False) -> JobRun | None:
+        """Claim a fire; only the claim of a due retry takes a failed one over."""
         # A losing host says nothing of its refusals: it needs no details.
         run = JobRun.objects.try_claim(
             job.job,
@@ -336,6 +468,7 @@ class Scheduler:
             allow_overlap=job.allow_overlap,
             schedule=job.recorded_schedule,
             details=False,
+            take_failed=retry,
         )
         return None if isinstance(run, Refusal) else run
 
@@ -344,7 +477,7 @@ class Scheduler:
         late = (run.claimed_at - fire).total_seconds()
         try:
             process = subprocess.Popen(
-                child_argv(job, run.window, run),
+                child_argv(job, run.window, run, self.verbosity),
                 stdin=subprocess.DEVNULL,
                 env=child_environment(),
                 # Our own signals reach the job once, passed on by shutdown().
@@ -361,18 +494,17 @@ class Scheduler:
         )
 
     def _sleep(self, now: datetime.datetime) -> float:
-        """Seconds until the next fire of any job, or the next look at a
-        refused one, by the database clock."""
+        """Seconds until the next fire of any job, the next look at a refused
+        one or the next look for due retries, by the database clock."""
         upcoming = [next(job.cron.fires_after(now), None) for job in self.jobs]
         wakes = [fire for fire in upcoming if fire is not None]
         # A look already due waits for room for another job: POLL below.
         wakes += [each.look_at for each in self.refused.values() if each.look_at > now]
         soonest = min(wakes, default=None)
         wait = 3600.0 if soonest is None else (soonest - now).total_seconds()
-        # Awake often enough to be seen alive between rare fires.
-        wait = min(wait, SEEN_EVERY.total_seconds())
-        if self.children or self.catching_up:
-            wait = min(wait, POLL)
+        # Due retries are looked for this often, so that a fire a stopping
+        # host handed off runs again at once.
+        wait = min(wait, POLL)
         # A little past the fire, so the database clock has reached it too.
         return max(wait, 0) + 0.002
 
@@ -383,8 +515,18 @@ class Scheduler:
             return
 
         def stop(signum: int, frame: object) -> None:
-            if self.signum is None:
-                self.say(f"Stopping on {signal.Signals(signum).name}: no new jobs start")
+            name = signal.Signals(signum).name
+            if self.signum is not None:
+                self.say(f"{name} again: passing it on to the running jobs")
+                self.pass_on(signum)
+                return
+            if self.children:
+                self.say(
+                    f"Stopping on {name}: no new jobs start; the running ones have "
+                    f"{self.grace.total_seconds():g} s to finish"
+                )
+            else:
+                self.say(f"Stopping on {name}: no new jobs start")
             self.signum = signum
             self.stopping.set()
 

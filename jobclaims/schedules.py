@@ -30,7 +30,8 @@ from typing import Protocol
 from cronsim import CronSim, CronSimError
 from django.utils import timezone
 
-from jobclaims import leases, windows
+from jobclaims import attempts, leases, windows
+from jobclaims.attempts import RetryPolicy
 from jobclaims.models import JobRun
 from jobclaims.windows import UTC
 
@@ -221,6 +222,9 @@ class ScheduledCommand(Protocol):
     schedule: str | None
     misfire: str
     misfire_deadline: datetime.timedelta | None
+    retries: int
+    retry_backoff: datetime.timedelta
+    retry_backoff_max: datetime.timedelta
     lease: datetime.timedelta | None
 
     @classmethod
@@ -244,6 +248,8 @@ class JobSchedule:
     allow_overlap: bool
     misfire: str
     misfire_deadline: datetime.timedelta | None
+    #: What the scheduler does with a fire that failed (``jobclaims.attempts``).
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     @classmethod
     def of(cls, command: ScheduledCommand, name: str) -> JobSchedule:
@@ -264,6 +270,7 @@ class JobSchedule:
             allow_overlap=command.allow_overlap,
             misfire=command.misfire,
             misfire_deadline=command.misfire_deadline,
+            retry=RetryPolicy(command.retries, command.retry_backoff, command.retry_backoff_max),
         )
 
     @property
@@ -392,6 +399,12 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
     lease = command_class.lease
     if lease is not None and (problem := leases.problem(lease)):
         found.append(f"{name}: lease {problem}")
+    found += attempts.problems(
+        name,
+        command_class.retries,
+        command_class.retry_backoff,
+        command_class.retry_backoff_max,
+    )
     if command_class.declares_window():
         try:
             window = windows.resolve(command_class.window)

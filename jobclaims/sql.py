@@ -111,11 +111,11 @@ class ClaimStatements:
         written = run.names(
             "job", "window", "schedule", "owner", "token", "holds_job", "slot_start", "slot_end"
         )
-        stamped = run.names("status", "attempt", "error", "claimed_at", "expires_at")
+        stamped = run.names("status", "attempt", "failures", "error", "claimed_at", "expires_at")
         columns = f"{run} ({written}, {stamped})"
         # A new claim is running; the value is the model's own, not input.
         running = f"'{Status.RUNNING.value}'"
-        values = f"%s, %s, %s, %s, %s, %s, %s, %s, {running}, 1, '', {now}, {lease_end}"
+        values = f"%s, %s, %s, %s, %s, %s, %s, %s, {running}, 1, 0, '', {now}, {lease_end}"
         key_and_stamps = run.names("id", "claimed_at", "expires_at")
         returning = f" RETURNING {key_and_stamps}"
         self._insert_unless_taken = self._unless_taken(columns, values, returning)

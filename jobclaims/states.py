@@ -26,6 +26,9 @@ class Status(models.TextChoices):
     RUNNING = "running", _("running")
     SUCCEEDED = "succeeded", _("succeeded")
     FAILED = "failed", _("failed")
+    #: Failed or interrupted under a scheduler; the next attempt is due at
+    #: ``retry_at`` (``jobclaims.attempts``).
+    RETRYING = "retrying", _("retrying")
 
 
 class State(models.TextChoices):
@@ -35,6 +38,7 @@ class State(models.TextChoices):
     EXPIRED = "expired", _("expired")
     SUCCEEDED = "succeeded", _("succeeded")
     FAILED = "failed", _("failed")
+    RETRYING = "retrying", _("retrying")
 
 
 class Reason(models.TextChoices):
@@ -43,6 +47,8 @@ class Reason(models.TextChoices):
     HELD = "held", _("another instance held the window")
     SUCCEEDED = "succeeded", _("the window had already succeeded")
     OVERLAP = "overlap", _("a run of another window held the job")
+    #: A scheduler's look at a fire that failed: only its retry policy runs it again.
+    FAILED = "failed", _("the fire failed, and its retries are the scheduler's")
     SLOT_RAN = "slot-ran", _("another window covering the same time had run")
 
 
@@ -73,6 +79,7 @@ class Refusal:
                 Reason.HELD: "another instance holds it",
                 Reason.SUCCEEDED: "it already succeeded",
                 Reason.OVERLAP: "a run of another window holds the job",
+                Reason.FAILED: "it failed, and its retries are the scheduler's",
                 Reason.SLOT_RAN: "another window covering the same time has run",
             }[self.reason]
         if self.reason == Reason.SLOT_RAN:
@@ -87,6 +94,8 @@ class Refusal:
             )
         if self.reason == Reason.SUCCEEDED:
             return f"it already succeeded at {_utc(self.finished_at)}"
+        if self.reason == Reason.FAILED:
+            return f"it {self.status} at {_utc(self.finished_at)}; its retries are the scheduler's"
         return f"held by {self.owner} until {_utc(self.expires_at)}"
 
     def pause(
@@ -131,6 +140,7 @@ MEANINGS = {
     State.EXPIRED: _("Still marked running, but its lease ran out: its holder died."),
     State.SUCCEEDED: _("Finished and succeeded."),
     State.FAILED: _("Finished and failed; the next run takes this window over."),
+    State.RETRYING: _("Failed or interrupted; a scheduler runs it again when its retry is due."),
 }
 
 
@@ -142,31 +152,50 @@ def state_expression() -> Case:
         When(held, then=Value(State.ACTIVE.value)),
         When(running, then=Value(State.EXPIRED.value)),
         When(status=Status.SUCCEEDED, then=Value(State.SUCCEEDED.value)),
+        When(status=Status.RETRYING, then=Value(State.RETRYING.value)),
         default=Value(State.FAILED.value),
         output_field=models.CharField(),
     )
 
 
-def may_take_over(status: str, lapsed: bool, force: bool) -> bool:
+#: The finished statuses that let the next claim in without ``force``.
+_OPEN = (Status.FAILED, Status.RETRYING)
+
+
+def may_take_over(status: str, lapsed: bool, force: bool, take_failed: bool = True) -> bool:
     """Whether a window's row may go to the next instance of its job.
 
-    It failed, its holder died (still running, its lease run out), or it
-    succeeded and ``force`` asks to run it again.
+    It failed (or waits for a retry), its holder died (still running, its
+    lease run out), or it succeeded and ``force`` asks to run it again.
+    Without ``take_failed`` a failed or retrying row stays as it is: a
+    scheduler's look at a fire leaves its retries to the job's retry
+    policy (``jobclaims.attempts``), however many hosts look.
     """
     if status == Status.RUNNING:
         return lapsed
-    return status == Status.FAILED or (force and status == Status.SUCCEEDED)
+    if status in _OPEN:
+        return take_failed
+    return force and status == Status.SUCCEEDED
 
 
-def may_take_over_q(force: bool) -> Q:
+def may_take_over_q(force: bool, take_failed: bool = True) -> Q:
     """``may_take_over``, as a condition on rows."""
-    open_ = Q(status=Status.FAILED) | Q(status=Status.RUNNING, expires_at__lte=DatabaseNow())
+    open_ = Q(status=Status.RUNNING, expires_at__lte=DatabaseNow())
+    if take_failed:
+        open_ |= Q(status__in=_OPEN)
     if force:
         open_ |= Q(status=Status.SUCCEEDED)
     return open_
 
 
-def frees(row_window: str, status: str, lapsed: bool, window: str, force: bool) -> bool:
+def frees(
+    row_window: str,
+    status: str,
+    lapsed: bool,
+    window: str,
+    force: bool,
+    take_failed: bool = True,
+) -> bool:
     """Whether a row read in the way of a claim of ``window`` lets it through.
 
     The window's own row does if it may be taken over; a run of another
@@ -174,11 +203,11 @@ def frees(row_window: str, status: str, lapsed: bool, window: str, force: bool) 
     """
     if row_window != window:
         return lapsed
-    return may_take_over(status, lapsed, force)
+    return may_take_over(status, lapsed, force, take_failed)
 
 
-def frees_q(window: str, force: bool) -> Q:
+def frees_q(window: str, force: bool, take_failed: bool = True) -> Q:
     """``frees``, as a condition on rows."""
     same_window = Q(window=window)
     lapsed = Q(expires_at__lte=DatabaseNow())
-    return (same_window & may_take_over_q(force)) | (~same_window & lapsed)
+    return (same_window & may_take_over_q(force, take_failed)) | (~same_window & lapsed)

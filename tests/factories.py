@@ -64,6 +64,8 @@ def claim_fields(
             "expires_at": expires_at,
         }
     finished_at = now - age
+    if state == State.RETRYING:  # Its retry is due.
+        columns["retry_at"] = finished_at
     return {
         **columns,
         "status": state,

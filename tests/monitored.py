@@ -13,7 +13,7 @@ SECOND = datetime.timedelta(seconds=1)
 HOURLY = resolve("hourly")
 
 #: The scheduled jobs of tests/testapp, which health knows before they run.
-SCHEDULED = ("nightly_all", "nightly_latest", "nightly_skip", "tick")
+SCHEDULED = ("always_fails", "nightly_all", "nightly_latest", "nightly_skip", "slow_charge", "tick")
 
 #: Each job's name, and what its health says.
 HEALTHY, OVERDUE, FAILING, DEAD = "healthy_job", "overdue_job", "failing_job", "dead_job"

@@ -73,7 +73,7 @@ def test_problems_lists_every_bad_key_and_value_at_once():
     assert conf.problems() == [
         "JOBCLAIMS has an unknown key 'LEASES'; the keys are "
         "DEFAULT_LEASE, DATABASE, CLOCK_SKEW_WARNING, STANDBY_TIMEOUT, HEALTH_GRACE, "
-        "METRICS_TEXTFILE",
+        "METRICS_TEXTFILE, MISSED_LOOK_BACK, SCHEDULER_GRACE, STOP_GRACE",
         "JOBCLAIMS['DEFAULT_LEASE'] must be a positive datetime.timedelta, not '10m'",
         "JOBCLAIMS['DATABASE'] must be a database alias (a str) or None, not 1",
     ]
@@ -119,3 +119,16 @@ def test_a_job_without_a_grace_of_its_own_gets_none_for_one_window():
     assert jobclaims_settings.health_grace("charge") == datetime.timedelta(hours=3)
     assert jobclaims_settings.health_grace("other") is None
     assert jobclaims_settings.metrics_textfile is None
+
+
+@override_settings(JOBCLAIMS={"STOP_GRACE": 25})
+def test_a_stop_grace_in_seconds_is_refused_naming_the_type_it_must_be():
+    message = "JOBCLAIMS['STOP_GRACE'] must be a datetime.timedelta of 0 or more, not 25"
+    assert conf.problems() == [message]
+    with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
+        _ = jobclaims_settings.stop_grace
+
+
+def test_a_stopped_scheduler_gives_its_jobs_25_seconds_unless_set():
+    # Below Kubernetes' default terminationGracePeriodSeconds, 30 s.
+    assert jobclaims_settings.stop_grace == datetime.timedelta(seconds=25)

@@ -33,14 +33,14 @@ def test_status_lists_each_claim_in_its_state_newest_first(one_of_each):
     assert status == 0
     lines = out.splitlines()
     assert lines[0].split() == ["JOB", "WINDOW", "STATE", "TRY", "SKIPS", "END", "OWNER"]
-    states = [line.split()[2] for line in lines[1:5]]
-    assert states == ["active", "failed", "succeeded", "expired"]
+    states = [line.split()[2] for line in lines[1:6]]
+    assert states == ["active", "retrying", "failed", "succeeded", "expired"]
     assert lines[-1] == "1 active, 1 expired."
 
 
 def test_status_says_when_leases_end_and_runs_ended(one_of_each):
     out, _, _ = run_command("jobclaims_status")
-    rows = {line.split()[2]: line for line in out.splitlines()[1:5]}
+    rows = {line.split()[2]: line for line in out.splitlines()[1:6]}
     assert " in 9 min " in rows["active"] or " in 10 min " in rows["active"]
     assert " 1 min ago " in rows["expired"]
     assert " now " in rows["succeeded"] or " 1 s ago " in rows["succeeded"]
@@ -80,6 +80,8 @@ def test_status_json_carries_every_field_a_script_needs(one_of_each):
         "state",
         "owner",
         "attempt",
+        "failures",
+        "retry_at",
         "skips",
         "last_skipped_at",
         "claimed_at",
@@ -88,6 +90,8 @@ def test_status_json_carries_every_field_a_script_needs(one_of_each):
     }
     assert failed["owner"] == one_of_each[State.FAILED].owner
     assert datetime.datetime.fromisoformat(failed["finished_at"])
+    retrying = next(claim for claim in document["claims"] if claim["state"] == "retrying")
+    assert datetime.datetime.fromisoformat(retrying["retry_at"])
 
 
 def test_status_shows_the_newest_claims_up_to_the_limit_and_says_how_many_exist():
@@ -161,8 +165,8 @@ def test_check_of_an_unknown_job_exits_unknown_naming_the_known_jobs():
     out, said, code = check_status("--job", "charge_invoice")
     assert (out, code) == ("", 3)
     assert said == (
-        "UNKNOWN: 'charge_invoice' is not a known job; the known jobs are: charge_invoices, "
-        + ", ".join(SCHEDULED)
+        "UNKNOWN: 'charge_invoice' is not a known job; the known jobs are: "
+        + ", ".join(sorted(("charge_invoices", *SCHEDULED)))
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import signal
 import subprocess
 import sys
@@ -284,3 +285,64 @@ def test_the_missed_listing_of_a_scheduled_job_lists_its_unclaimed_fires():
     out, _, _ = run_command("jobclaims_status", "--missed", "--job", "nightly_skip")
     missed = ", ".join(job.key(latest - days * DAY) for days in (2, 1, 0))
     assert f"nightly_skip: 3 missed windows: {missed}" in out
+
+
+def test_once_from_cron_takes_over_the_fire_of_a_holder_that_vanished():
+    job = the_job("nightly_latest")
+    fire = job.cron.latest_fire(database_now())
+    assert fire is not None
+    # Its holder (a scheduler killed between claim and start, or a host
+    # lost with the job running) is gone, and its lease has ended: no
+    # scheduler that refused it is alive to remember it.
+    vanished = JobRun.objects.create(
+        job=job.job,
+        window=job.key(fire),
+        claimed_at=fire,
+        expires_at=database_now() - SECOND,
+        owner="host-b:4242:vanished",
+    )
+    [host] = start("jobclaims_scheduler", "--once", "--job", "nightly_latest")
+    result = host.finish(timeout=60)
+
+    assert result.returncode == 0, result
+    assert list(Charge.objects.values_list("window", flat=True)) == [vanished.window]
+    vanished.refresh_from_db()
+    assert (vanished.status, vanished.attempt) == (JobRun.Status.SUCCEEDED, 2)
+
+
+def test_the_scheduler_says_nothing_at_verbosity_0_when_all_is_well():
+    [host] = start("jobclaims_scheduler", "--once", "--job", "nightly_latest", "-v", "0")
+    result = host.finish(timeout=60)
+
+    assert result.returncode == 0, result
+    assert result.stdout == ""
+    assert Charge.objects.count() == 1
+
+
+#: A server that is not there, for each backend the suite runs on.
+UNREACHABLE = {
+    "postgresql": "postgres://postgres@127.0.0.1:1/gone",
+    "mysql": "mysql://root@127.0.0.1:1/gone",
+    "sqlite": "sqlite:////nonexistent-folder/gone.sqlite3",
+}
+
+
+@pytest.mark.django_db(transaction=False)
+def test_once_with_the_database_down_says_so_in_one_line_and_fails(vendor):
+    environment = {
+        **testing.child_environment(),
+        "DATABASE_URL": UNREACHABLE[vendor],
+        "JOBCLAIMS_DATABASE_NAMES": "",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "jobclaims_scheduler", "--once"],
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("CommandError: The database did not answer (")
+    assert line.endswith("so nothing was started; the next --once tries again")

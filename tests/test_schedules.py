@@ -163,7 +163,7 @@ def test_a_job_with_a_bad_schedule_refuses_to_run_and_writes_nothing():
 def test_the_scheduler_names_the_scheduled_jobs_for_an_unknown_one():
     _, err, status = run_command("jobclaims_scheduler", "--job", "nope", "--once")
     assert status == 1
-    assert "'nope' is not a scheduled job; the scheduled jobs are: nightly_all" in err
+    assert "'nope' is not a scheduled job; the scheduled jobs are: always_fails, nightly_all" in err
     assert not JobRun.objects.exists()
     assert not JobSkip.objects.exists()
 
@@ -176,6 +176,25 @@ def test_the_scheduler_refuses_to_start_with_a_bad_schedule(monkeypatch):
     assert status == 1
     assert "is not a cron expression" in err
     assert not JobRun.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("chosen", [[], ["--job", "nightly_latest"]], ids=["all", "--job"])
+def test_the_scheduler_leaves_out_a_job_with_a_bad_schedule_and_names_it(monkeypatch, chosen):
+    good = scheduler.scheduled_commands()["nightly_latest"]
+    bad = job_class(schedule="61 * * * *")
+    monkeypatch.setattr(
+        scheduler, "scheduled_commands", lambda: {"nightly": bad(), "nightly_latest": good}
+    )
+    out, err, status = run_command("jobclaims_scheduler", "--list", *chosen)
+    assert status == 0, err
+    assert out.startswith("nightly_latest: 0 0 * * *")
+    (line,) = err.splitlines()
+    assert line.startswith("nightly: schedule '61 * * * *' is not a cron expression")
+    assert line.endswith("; this job is left out until it is fixed")
+    _, err, status = run_command("jobclaims_scheduler", "--list", "--job", "nightly")
+    assert status == 1
+    assert "write it like '5 2 * * *' for 02:05 every day" in err
 
 
 @pytest.mark.django_db
@@ -420,3 +439,10 @@ def test_status_check_reports_a_job_with_a_bad_schedule_critical(monkeypatch, ca
         ManagementUtility(["manage.py", "jobclaims_status", "--check"]).execute()
     assert exited.value.code == 2
     assert "nightly: schedule '61 * * * *' is not a cron expression" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("grace", ["-1", "nan", "86400", "soon"])
+def test_the_schedulers_grace_is_a_number_of_seconds_from_0_to_under_a_day(grace):
+    message = "not a number of seconds" if grace == "soon" else "0 seconds or more and under a day"
+    with pytest.raises(CommandError, match=message):
+        call_command("jobclaims_scheduler", "--grace", grace)

@@ -20,8 +20,9 @@ WINDOW = "2026-11-29"
 MINUTE = datetime.timedelta(minutes=1)
 
 
+@pytest.mark.parametrize("take_failed", [True, False], ids=["any claim", "a scheduler's look"])
 @pytest.mark.parametrize("force", [False, True])
-def test_the_takeover_rule_in_python_and_in_sql_frees_the_same_rows(force):
+def test_the_takeover_rule_in_python_and_in_sql_frees_the_same_rows(force, take_failed):
     # Each state twice, in a job of its own: as the claimed window's row,
     # and as a run of another window.
     for state in State:
@@ -32,14 +33,17 @@ def test_the_takeover_rule_in_python_and_in_sql_frees_the_same_rows(force):
     by_python = {
         (job, window)
         for job, window, status, lapsed in rows.values_list("job", "window", "status", "lapsed")
-        if frees(window, status, lapsed, WINDOW, force)
+        if frees(window, status, lapsed, WINDOW, force, take_failed)
     }
-    by_sql = set(rows.filter(frees_q(WINDOW, force)).values_list("job", "window"))
+    by_sql = set(rows.filter(frees_q(WINDOW, force, take_failed)).values_list("job", "window"))
     assert by_python == by_sql
-    # What they agree on is the rule: the window's failed or dead row (and,
-    # forced, its succeeded one); another window's run once its lease ended.
+    # What they agree on is the rule: the window's failed, retrying or dead
+    # row (and, forced, its succeeded one); another window's run once its
+    # lease ended.
     own = {job for job, window in by_sql if window == WINDOW}
-    assert own == {State.EXPIRED, State.FAILED} | ({State.SUCCEEDED} if force else set())
+    # A scheduler's look at a fire leaves its retries to the retry policy.
+    opened = {State.EXPIRED} | ({State.FAILED, State.RETRYING} if take_failed else set())
+    assert own == opened | ({State.SUCCEEDED} if force else set())
     others = {job for job, window in by_sql if window != WINDOW}
     assert State.EXPIRED in others
     assert State.ACTIVE not in others

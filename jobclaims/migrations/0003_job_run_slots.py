@@ -23,7 +23,7 @@ def record_slots(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> No
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobclaims', '0001_initial'),
+        ('jobclaims', '0002_retries'),
     ]
 
     operations = [
@@ -40,7 +40,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='jobskip',
             name='reason',
-            field=models.CharField(choices=[('held', 'another instance held the window'), ('succeeded', 'the window had already succeeded'), ('overlap', 'a run of another window held the job'), ('slot-ran', 'another window covering the same time had run')], max_length=16, verbose_name='reason'),
+            field=models.CharField(choices=[('held', 'another instance held the window'), ('succeeded', 'the window had already succeeded'), ('overlap', 'a run of another window held the job'), ('failed', "the fire failed, and its retries are the scheduler's"), ('slot-ran', 'another window covering the same time had run')], max_length=16, verbose_name='reason'),
         ),
         migrations.AddIndex(
             model_name='jobrun',

@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 import argparse
+import datetime
+import math
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview
 from jobclaims.models import JobRun
-from jobclaims.scheduler import Scheduler, scheduled_jobs
+from jobclaims.scheduler import Scheduler, usable_jobs
 from jobclaims.schedules import JobSchedule, describe
 
 
@@ -18,6 +21,19 @@ def _at_least_one(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of jobs above 0")
     return int(text)
+
+
+def _grace_seconds(text: str) -> datetime.timedelta:
+    """argparse type for ``--grace``: a number of seconds, 0 or more."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= seconds < 86400 or math.isnan(seconds):
+        raise argparse.ArgumentTypeError(
+            f"the grace must be 0 seconds or more and under a day, not {text}"
+        )
+    return datetime.timedelta(seconds=seconds)
 
 
 class Command(BaseCommand):
@@ -50,14 +66,30 @@ class Command(BaseCommand):
             metavar="N",
             help="Run at most N jobs at once on this host (default: 4).",
         )
+        parser.add_argument(
+            "--grace",
+            type=_grace_seconds,
+            metavar="SECONDS",
+            help=(
+                "When stopped (SIGTERM, SIGINT), let running jobs finish for this long, "
+                "then interrupt them and hand their fires to another scheduler "
+                "(default: JOBCLAIMS['STOP_GRACE'], 25 s). Keep it a few seconds below "
+                "systemd's TimeoutStopSec or Kubernetes' terminationGracePeriodSeconds."
+            ),
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            jobs = scheduled_jobs()
-        except ValueError as error:
-            raise CommandError(error) from error
-        if options["jobs"]:
-            jobs = _chosen(jobs, options["jobs"])
+        self.verbosity = options["verbosity"]
+        jobs, problems = usable_jobs()
+        chosen = options["jobs"]
+        for name, problem in problems.items():
+            # A job named with --job that cannot run is an error; otherwise
+            # the others run, and the one left out is named every time.
+            if chosen and name in chosen:
+                raise CommandError(problem)
+            self.stderr.write(f"{problem}; this job is left out until it is fixed")
+        if chosen:
+            jobs = _chosen(jobs, chosen)
         if options["list"]:
             now = database_now(jobclaims_settings.claims_database(JobRun))
             for job in jobs:
@@ -67,17 +99,39 @@ class Command(BaseCommand):
             return
         if not jobs:
             raise CommandError("No job has a schedule: set schedule on a JobCommand.")
-        scheduler = Scheduler(jobs, max_jobs=options["max_jobs"], say=self._say)
+        grace = options["grace"]
+        scheduler = Scheduler(
+            jobs,
+            max_jobs=options["max_jobs"],
+            say=self._say,
+            warn=self._warn,
+            grace=jobclaims_settings.stop_grace if grace is None else grace,
+            verbosity=self.verbosity,
+        )
         if options["once"]:
-            scheduler.once()
+            try:
+                scheduler.once()
+            except DatabaseError as error:
+                first_line = str(error).strip().partition("\n")[0]
+                raise CommandError(
+                    f"The database did not answer ({first_line}), so nothing was started; "
+                    "the next --once tries again"
+                ) from error
         else:
             names = ", ".join(job.command for job in jobs)
             self._say(f"Scheduling {names}, at most {options['max_jobs']} at once")
             scheduler.run_forever()
 
     def _say(self, line: str) -> None:
-        self.stdout.write(line)
-        self.stdout.flush()
+        """What the scheduler does, unless -v 0 asks for quiet."""
+        if self.verbosity:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+    def _warn(self, line: str) -> None:
+        """What went wrong, whatever the verbosity."""
+        self.stderr.write(line)
+        self.stderr.flush()
 
 
 def _chosen(jobs: list[JobSchedule], names: list[str]) -> list[JobSchedule]:

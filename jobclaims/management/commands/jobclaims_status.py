@@ -219,6 +219,8 @@ def _document(runs: list[ListedRun], now: Any) -> dict[str, Any]:
                 "state": run.state,
                 "owner": run.owner,
                 "attempt": run.attempt,
+                "failures": run.failures,
+                "retry_at": moment(run.retry_at),
                 "skips": run.skips,
                 "last_skipped_at": moment(run.last_skipped_at),
                 "claimed_at": moment(run.claimed_at),
