@@ -286,3 +286,7 @@ class JobRunAdmin(admin.ModelAdmin):
             change_message=message,
         )
         return changed
+
+
+# Pauses have an admin of their own, registered as it is imported.
+from jobclaims import pause_admin  # noqa: E402, F401
