@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import os
+import signal
+from collections import Counter
 
 import pytest
 
@@ -12,7 +15,8 @@ from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.exceptions import NotClaimed, UnknownJob
 from jobclaims.models import JobPause, JobRun, JobSkip
 from jobclaims.states import Reason, Refusal
-from tests.helpers import run_command
+from jobclaims.testing import race, start
+from tests.helpers import run_command, wait_until
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -151,3 +155,53 @@ def test_a_claim_that_may_wait_does_not_wait_for_a_pause():
         pass
     assert refused.value.refusal is not None
     assert refused.value.refusal.reason == Reason.PAUSED
+
+
+@pytest.mark.xdist_group("fleets")
+def test_a_paused_job_is_refused_by_three_schedulers_cron_and_celery_then_runs_resumed():
+    pauses.pause("tick", by="alice", reason="the vendor is down")
+    hosts = start("jobclaims_scheduler", "--job", "tick", instances=3)
+    try:
+        # All three hosts looked at one fire, and each was refused.
+        wait_until(
+            lambda: JobSkip.objects.filter(job="tick", reason="paused", count=3).exists(),
+            "three schedulers to refuse one fire of the paused job",
+        )
+        (cron,) = race("tick", "-v", "0", instances=1)
+        assert (cron.returncode, cron.stdout, cron.stderr) == (0, "", ""), cron
+        assert not Charge.objects.exists()
+        pauses.resume("tick", by="alice")
+        wait_until(
+            lambda: Charge.objects.filter(job="tick").values("window").distinct().count() >= 2,
+            "the resumed job to run at two fires",
+        )
+        for host in hosts:
+            host.process.send_signal(signal.SIGTERM)
+        results = [host.finish(timeout=30) for host in hosts]
+    finally:
+        for host in hosts:
+            host.stop()
+    assert [result.returncode for result in results] == [0, 0, 0], results
+    charges = Counter(Charge.objects.filter(job="tick").values_list("window", flat=True))
+    assert set(charges.values()) == {1}
+    refused_by_all = set(
+        JobSkip.objects.filter(job="tick", reason="paused", count=3).values_list(
+            "window", flat=True
+        )
+    )
+    assert refused_by_all
+    assert not refused_by_all & set(charges)
+
+
+def test_a_claimed_celery_task_of_a_paused_job_is_refused_then_runs_resumed():
+    if os.environ.get("CI") != "true":  # Under CI a missing Celery fails the run.
+        pytest.importorskip("celery")
+    from tests.celeryapp import slow
+
+    pauses.pause("tests.slow", by="alice")
+    assert slow.apply(args=[0.0]).get() is None
+    assert not Charge.objects.exists()
+    assert JobSkip.objects.get().reason == Reason.PAUSED
+    pauses.resume("tests.slow", by="alice")
+    assert slow.apply(args=[0.0]).get() == JobRun.objects.get().window
+    assert Charge.objects.filter(step=1).count() == 1
