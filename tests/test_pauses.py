@@ -60,7 +60,9 @@ def test_a_pause_ends_by_itself_at_its_until_by_the_database_clock():
 def test_pausing_a_paused_job_replaces_its_pause():
     pauses.pause("charge_ledger", by="alice", reason="first")
     pauses.pause("charge_ledger", by="bob", reason="second")
-    assert pauses.in_force("charge_ledger").reason == "second"
+    in_force = pauses.in_force("charge_ledger")
+    assert in_force is not None
+    assert in_force.reason == "second"
     assert JobPause.objects.in_force().count() == 1
 
 
