@@ -49,8 +49,8 @@ def test_pausing_in_the_admin_pauses_the_job_and_logs_the_admin_user(operator):
     )
     assert JobRun.objects.claim("charge_ledger", WINDOW, lease=LEASE) is None
     entry = LogEntry.objects.get()
-    assert (entry.user.get_username(), entry.action_flag, entry.object_id) == (
-        "carol",
+    assert (entry.user_id, entry.action_flag, entry.object_id) == (
+        User.objects.get(username="carol").pk,
         ADDITION,
         str(stored.pk),
     )
@@ -82,7 +82,10 @@ def test_resuming_in_the_admin_lets_the_job_run_and_logs_the_admin_user(operator
     assert (stored.resumed_by, stored.resumed_at is not None) == ("carol", True)
     assert JobRun.objects.claim("charge_ledger", WINDOW, lease=LEASE) is not None
     entry = LogEntry.objects.get(action_flag=CHANGE)
-    assert (entry.user.get_username(), entry.change_message) == ("carol", "Resumed the job.")
+    assert (entry.user_id, entry.change_message) == (
+        User.objects.get(username="carol").pk,
+        "Resumed the job.",
+    )
 
 
 def test_a_view_only_user_can_neither_pause_nor_resume():
