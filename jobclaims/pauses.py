@@ -25,7 +25,8 @@ from django.db import transaction
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import UnknownJob
-from jobclaims.models import JobPause, JobRun
+from jobclaims.models import JobPause, JobRun, JobSkip
+from jobclaims.states import Reason
 
 
 def pause(
@@ -66,6 +67,19 @@ def in_force(job: str) -> JobPause | None:
     """The newest pause of ``job`` in force, if the job is paused."""
     pauses = JobPause.objects.db_manager(_claims_database())
     return pauses.in_force().filter(job=job).order_by("-paused_at", "-pk").first()
+
+
+def refused_windows(job: str, keys: list[str]) -> set[str]:
+    """Which of ``job``'s windows ``keys`` a pause refused.
+
+    A scheduler counts them as settled, the way it counts a claimed fire:
+    a fire an operator kept from running is not caught up after the resume
+    by the misfire policy. Backfill one that must run (``jobclaims_run``).
+    """
+    skips = JobSkip.objects.using(_claims_database()).filter(
+        job=job, window__in=keys, reason=Reason.PAUSED
+    )
+    return set(skips.values_list("window", flat=True))
 
 
 def known(job: str) -> None:

@@ -34,7 +34,7 @@ from django.core.management import get_commands, load_command_class
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 
-from jobclaims import windows
+from jobclaims import pauses, windows
 from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, jobclaims_settings
@@ -298,7 +298,9 @@ class Scheduler:
         return [(refused.fire, refused.key)]
 
     def _claimed(self, job: JobSchedule, key: str) -> bool:
-        return JobRun.objects.filter(job=job.job, window=key).exists()
+        if JobRun.objects.filter(job=job.job, window=key).exists():
+            return True
+        return bool(pauses.refused_windows(job.job, [key]))
 
     def _unclaimed(
         self, job: JobSchedule, now: datetime.datetime
@@ -314,9 +316,9 @@ class Scheduler:
         except ValueError:
             anchor = newest.claimed_at - (job.window.longest if job.window else ON_A_DAY)
         fires = job.missed_since(anchor - datetime.timedelta(microseconds=1), now)
-        claimed = set(
-            runs.filter(window__in=[key for _, key in fires]).values_list("window", flat=True)
-        )
+        keys = [key for _, key in fires]
+        claimed = set(runs.filter(window__in=keys).values_list("window", flat=True))
+        claimed |= pauses.refused_windows(job.job, keys)
         return [(fire, key) for fire, key in fires if key not in claimed]
 
     def _claim(self, job: JobSchedule, key: str) -> JobRun | None:

@@ -14,6 +14,7 @@ from jobclaims.claiming import claim, claimed
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.exceptions import NotClaimed, UnknownJob
 from jobclaims.models import JobPause, JobRun, JobSkip
+from jobclaims.scheduler import Scheduler, scheduled_jobs
 from jobclaims.states import Reason, Refusal
 from jobclaims.testing import race, start
 from tests.helpers import run_command, wait_until
@@ -207,3 +208,19 @@ def test_a_claimed_celery_task_of_a_paused_job_is_refused_then_runs_resumed():
     pauses.resume("tests.slow", by="alice")
     assert slow.apply(args=[0.0]).get() == JobRun.objects.get().window
     assert Charge.objects.filter(step=1).count() == 1
+
+
+def test_fires_a_pause_refused_are_not_caught_up_by_the_misfire_policy_after_the_resume():
+    job = next(each for each in scheduled_jobs() if each.job == "nightly_all")
+    now = database_now()
+    latest = job.cron.latest_fire(now)
+    assert latest is not None
+    nights = [latest - datetime.timedelta(days=days) for days in (3, 2, 1, 0)]
+    JobRun.objects.claim(job.job, job.key(nights[0]), lease=LEASE)
+    JobRun.objects.get().release()
+    pauses.pause(job.job, by="alice")
+    for night in nights[1:3]:
+        assert JobRun.objects.claim(job.job, job.key(night), lease=LEASE) is None
+    pauses.resume(job.job, by="alice")
+    scheduler = Scheduler([job], max_jobs=1, say=lambda line: None)
+    assert scheduler._unclaimed(job, now) == [(nights[3], job.key(nights[3]))]
