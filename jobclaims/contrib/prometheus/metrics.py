@@ -54,7 +54,7 @@ class Metrics:
         )
         self.skips = Counter(
             "jobclaims_skips",
-            "Instances that stepped aside, by reason: held, succeeded or overlap.",
+            "Instances that stepped aside, by reason: held, succeeded, overlap or paused.",
             ["job", "reason"],
             registry=registry,
         )
