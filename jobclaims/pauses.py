@@ -84,9 +84,11 @@ def refused_windows(job: str, keys: list[str]) -> set[str]:
 
 def known(job: str) -> None:
     """Raise ``UnknownJob``, naming the jobs that exist, unless ``job`` is one."""
-    if job in _named_in_code() or _recorded(job):
+    in_code = _named_in_code()
+    if job in in_code or _recorded(job):
         return
-    names = sorted(_named_in_code() | set(JobRun.objects.values_list("job", flat=True).distinct()))
+    recorded = JobRun.objects.using(_claims_database()).values_list("job", flat=True).distinct()
+    names = sorted(in_code | set(recorded))
     shown = ", ".join(names[:20]) + (", …" if len(names) > 20 else "")
     raise UnknownJob(
         f"no job is named {job!r}; name one of: {shown or 'none (no job is defined yet)'}"
