@@ -96,12 +96,16 @@ def test_a_backfill_while_three_schedulers_run_the_job_runs_each_fire_once():
     try:
         wait_until(lambda: Charge.objects.filter(job="tick").exists(), "a scheduler to run tick")
         # Ten fires of two seconds, the newest of them run by the schedulers.
-        start_at = database_now() - datetime.timedelta(seconds=19)
-        _, err, status = run_command("jobclaims_run", "tick", "--from", start_at.isoformat())
+        end = database_now()
+        start_at = end - datetime.timedelta(seconds=19)
+        _, err, status = run_command(
+            "jobclaims_run", "tick", "--from", start_at.isoformat(), "--to", end.isoformat()
+        )
         assert status == 0, err
         tick = next(job for job in scheduled_jobs() if job.job == "tick")
-        fires = [key for _, key in tick.expected_fires(start_at, database_now())]
-        wait_until(lambda: set(fires) <= set(charged("tick")), "every fire of the range to run")
+        fires = [key for _, key in tick.expected_fires(start_at, end)]
+        # A scheduler's child may take long to start on a busy machine.
+        wait_until(lambda: set(fires) <= set(charged("tick")), "every fire of the range to run", 90)
         for host in hosts:
             host.process.send_signal(signal.SIGTERM)
         results = [host.finish(timeout=30) for host in hosts]
@@ -109,7 +113,7 @@ def test_a_backfill_while_three_schedulers_run_the_job_runs_each_fire_once():
         for host in hosts:
             host.stop()
     assert [result.returncode for result in results] == [0, 0, 0], results
-    assert len(fires) >= 10
+    assert len(fires) >= 9
     assert set(charged("tick").values()) == {1}
 
 
