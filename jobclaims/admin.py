@@ -324,3 +324,7 @@ class SchedulerSeenAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: SchedulerSeen | None = None) -> bool:
         # Written by the schedulers alone: the list and the detail are for reading.
         return False
+
+
+# Pauses have an admin of their own, registered as it is imported.
+from jobclaims import pause_admin  # noqa: E402, F401

@@ -20,7 +20,7 @@ from jobclaims.conf import jobclaims_settings, use_parents_databases
 from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
 from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
-from jobclaims.states import Reason, Refusal
+from jobclaims.states import PauseNote, Reason, Refusal
 from jobclaims.stopping import interrupting_on_stop_signals
 
 #: True while a job's command runs the system checks, which leave out
@@ -320,6 +320,11 @@ class JobCommand(BaseCommand):
 def _skip_message(refusal: Refusal) -> str:
     """Say why the claim was refused, from the row that refused it."""
     skipped = f"Skipped {refusal.job} {refusal.window}"
+    if refusal.paused is not None:
+        return (
+            f"{skipped}: {_paused(refusal.paused)}; "
+            f"resume it with manage.py jobclaims_resume {refusal.job}."
+        )
     if refusal.owner is None:
         return f"{skipped}: another instance claimed it just now."
     if refusal.reason == Reason.OVERLAP:
@@ -340,6 +345,13 @@ def _skip_message(refusal: Refusal) -> str:
             "pass --force to run it again."
         )
     return f"{skipped}: held by {refusal.owner} until {_local(refusal.expires_at)}."
+
+
+def _paused(note: PauseNote) -> str:
+    said = f"paused by {note.by} at {_local(note.at)}"
+    if note.until is not None:
+        said += f" until {_local(note.until)}"
+    return f"{said} ({note.reason})" if note.reason else said
 
 
 def _recorded(run: JobRun) -> str:

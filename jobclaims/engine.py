@@ -150,6 +150,15 @@ def _give_back(runs: Manager[Any], db: str, run: ClaimRow, refusal: Refusal) -> 
         return _skip(runs, cursor, run, refusal)
 
 
+def step_aside(runs: Manager[Any], db: str, new: ClaimRow, refusal: Refusal) -> Refusal:
+    """Record a refusal decided before any claim row was read, such as a
+    paused job's, as the engine records its own: a skip row and a signal."""
+    connection = connections[db]
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        return _skip(runs, cursor, new, refusal)
+
+
 def _claim_until_settled(
     runs: Manager[Any],
     connection: BaseDatabaseWrapper,

@@ -61,3 +61,11 @@ class UnknownClaim(LookupError):
 
     Raised by ``JobRun.objects.expire_held()``.
     """
+
+
+class UnknownJob(LookupError):
+    """No job of that name is defined or recorded: likely a typo.
+
+    Raised by ``jobclaims.pauses`` and ``jobclaims.backfills``, naming the
+    jobs that exist.
+    """

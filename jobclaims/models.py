@@ -286,7 +286,14 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             slot_start=slot_start,
             slot_end=slot_end,
         )
-        outcome = engine.claim(self, self.claims_db(), new, lease, force, details, take_failed)
+        db = self.claims_db()
+        # A database jobclaims has no SQL for is refused before any read.
+        claim_statements(connections[db])
+        # Read before any claim row, however the job was started: a paused
+        # job starts no run (jobclaims.pauses).
+        if (paused := JobPause.objects.db_manager(db).refusal(job, window)) is not None:
+            return engine.step_aside(self, db, new, paused)
+        outcome = engine.claim(self, db, new, lease, force, details, take_failed)
         # The engine hands back the row it was given or read from this table.
         return outcome if isinstance(outcome, Refusal) else cast("JobRun", outcome)
 
@@ -649,3 +656,72 @@ class SchedulerSeen(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host}:{self.pid}"
+
+
+class JobPauseQuerySet(models.QuerySet["JobPause"]):
+    """Pauses, judged by the database's clock like claims are."""
+
+    def in_force(self) -> JobPauseQuerySet:
+        """Pauses not resumed, whose ``until`` (if any) has not come yet."""
+        return self.filter(resumed_at__isnull=True).filter(
+            Q(until__isnull=True) | Q(until__gt=DatabaseNow())
+        )
+
+    def refusal(self, job: str, window: str) -> Refusal | None:
+        """The refusal of a claim of ``job``'s ``window`` while ``job`` is
+        paused, naming the newest pause in force; ``None`` if it is not.
+
+        One read through the (job, resumed_at) index.
+        """
+        pause = self.in_force().filter(job=job).order_by("-paused_at", "-pk").first()
+        if pause is None:
+            return None
+        note = states.PauseNote(pause.paused_by, pause.paused_at, pause.reason, pause.until)
+        return Refusal(job, window, states.Reason.PAUSED, paused=note)
+
+
+_JobPauseManagerBase = ClaimsDatabaseManager.from_queryset(JobPauseQuerySet)
+
+
+class JobPauseManager(_JobPauseManagerBase["JobPause"]):
+    """Pauses, read and written in the claims database."""
+
+
+class JobPause(models.Model):
+    """An operator's order that a job start no run: who gave it, when, why and until when.
+
+    Every claim of the job reads it first (``JobRunManager.try_claim()``),
+    so a pause holds however the job starts. A resumed pause keeps its row,
+    with who resumed it and when: the rows are the job's pause history.
+    """
+
+    job = models.CharField(_("job"), max_length=200)
+    paused_by = models.CharField(
+        _("paused by"),
+        max_length=150,
+        help_text=_("The OS user of the command, or the admin user, that paused the job."),
+    )
+    reason = models.TextField(_("reason"), blank=True)
+    paused_at = models.DateTimeField(_("paused at"), db_default=DatabaseNow())
+    until = models.DateTimeField(
+        _("until"),
+        null=True,
+        blank=True,
+        help_text=_("The pause ends by itself at this time; empty: until resumed."),
+    )
+    resumed_by = models.CharField(_("resumed by"), max_length=150, blank=True)
+    resumed_at = models.DateTimeField(_("resumed at"), null=True, blank=True)
+
+    objects = JobPauseManager()
+
+    class Meta:
+        verbose_name = _("job pause")
+        verbose_name_plural = _("job pauses")
+        get_latest_by = "paused_at"
+        indexes = [
+            # Every claim looks up its job's pauses not resumed.
+            models.Index(fields=["job", "resumed_at"], name="jobclaims_pause_job_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} paused by {self.paused_by}"

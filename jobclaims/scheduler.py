@@ -42,7 +42,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 
-from jobclaims import attempts, windows
+from jobclaims import attempts, pauses, windows
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.commands import JobCommand
 from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, jobclaims_settings
@@ -437,7 +437,9 @@ class Scheduler:
         ``--once`` from cron takes over the fire of a holder that vanished.
         """
         lapsed = Q(status=JobRun.Status.RUNNING, expires_at__lte=DatabaseNow())
-        return JobRun.objects.filter(job=job.job, window=key).exclude(lapsed).exists()
+        if JobRun.objects.filter(job=job.job, window=key).exclude(lapsed).exists():
+            return True
+        return bool(pauses.refused_windows(job.job, [key]))
 
     def _unclaimed(
         self, job: JobSchedule, now: datetime.datetime
@@ -453,9 +455,9 @@ class Scheduler:
         except ValueError:
             anchor = newest.claimed_at - (job.window.longest if job.window else ON_A_DAY)
         fires = job.missed_since(anchor - datetime.timedelta(microseconds=1), now)
-        claimed = set(
-            runs.filter(window__in=[key for _, key in fires]).values_list("window", flat=True)
-        )
+        keys = [key for _, key in fires]
+        claimed = set(runs.filter(window__in=keys).values_list("window", flat=True))
+        claimed |= pauses.refused_windows(job.job, keys)
         return [(fire, key) for fire, key in fires if key not in claimed]
 
     def _claim(self, job: JobSchedule, key: str, *, retry: bool = False) -> JobRun | None:

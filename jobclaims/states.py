@@ -50,6 +50,24 @@ class Reason(models.TextChoices):
     #: A scheduler's look at a fire that failed: only its retry policy runs it again.
     FAILED = "failed", _("the fire failed, and its retries are the scheduler's")
     SLOT_RAN = "slot-ran", _("another window covering the same time had run")
+    PAUSED = "paused", _("an operator had paused the job")
+
+
+@dataclass(frozen=True)
+class PauseNote:
+    """The pause that refused a claim: who paused the job, when, why, until when."""
+
+    by: str
+    at: datetime.datetime
+    reason: str = ""
+    #: None: until an operator resumes it.
+    until: datetime.datetime | None = None
+
+    def __str__(self) -> str:
+        said = f"paused by {self.by} at {_utc(self.at)}"
+        if self.until is not None:
+            said += f" until {_utc(self.until)}"
+        return f"{said} ({self.reason})" if self.reason else said
 
 
 @dataclass(frozen=True)
@@ -72,8 +90,12 @@ class Refusal:
     status: str | None = None
     expires_at: datetime.datetime | None = None
     finished_at: datetime.datetime | None = None
+    #: The pause in force, for a refusal of a paused job.
+    paused: PauseNote | None = None
 
     def __str__(self) -> str:
+        if self.paused is not None:
+            return str(self.paused)
         if self.owner is None:  # The claim did not read the row (or saw it uncommitted).
             return {
                 Reason.HELD: "another instance holds it",
@@ -81,6 +103,7 @@ class Refusal:
                 Reason.OVERLAP: "a run of another window holds the job",
                 Reason.FAILED: "it failed, and its retries are the scheduler's",
                 Reason.SLOT_RAN: "another window covering the same time has run",
+                Reason.PAUSED: "an operator paused the job",
             }[self.reason]
         if self.reason == Reason.SLOT_RAN:
             return (
@@ -104,11 +127,12 @@ class Refusal:
         """How long a claim that may wait until ``deadline`` waits before it
         tries again, judged at the database time ``now``; ``None``: give up.
 
-        It gives up when the window succeeded, or when the lease in the way
-        ends after ``deadline`` (a live holder renews its lease). A row it
-        did not see committed is tried again at once.
+        It gives up when the window succeeded or the job is paused (no lease
+        ends a pause), or when the lease in the way ends after ``deadline``
+        (a live holder renews its lease). A row it did not see committed is
+        tried again at once.
         """
-        if self.reason == Reason.SUCCEEDED:
+        if self.reason in (Reason.SUCCEEDED, Reason.PAUSED):
             return None
         ends = self.expires_at or now
         if ends > deadline:
@@ -117,12 +141,15 @@ class Refusal:
 
     def fields(self) -> dict[str, object]:
         """The refusal as structured log fields."""
-        return {
+        fields: dict[str, object] = {
             "reason": self.reason.value,
             "held_window": self.held_window,
             "holder": self.owner,
             "held_until": self.expires_at,
         }
+        if self.paused is not None:
+            fields.update(paused_by=self.paused.by, paused_until=self.paused.until)
+        return fields
 
 
 #: A waiting claim comes back this long after the lease in its way ends, so

@@ -52,7 +52,8 @@ DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, fl
 COUNTERS: dict[str, tuple[str, list[str]]] = {
     "jobclaims_claims": ("Windows claimed, takeovers included.", ["job_name"]),
     "jobclaims_skips": (
-        "Instances that stepped aside, by reason: held, succeeded or overlap.",
+        "Instances that stepped aside, by reason: held, succeeded, overlap, failed, "
+        "slot-ran or paused.",
         ["job_name", "reason"],
     ),
     "jobclaims_takeovers": (

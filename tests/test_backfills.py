@@ -1,0 +1,165 @@
+"""Running a job now and backfilling a range by hand: each window is claimed as usual."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+from collections import Counter
+
+import pytest
+
+from jobclaims import pauses
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun, JobSkip
+from jobclaims.scheduler import scheduled_jobs
+from jobclaims.testing import assert_ran_once, race, start
+from jobclaims.windows import resolve
+from tests.helpers import run_command, wait_until
+from tests.testapp.models import Charge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HOURLY = resolve("hourly")
+#: Ten hourly windows, both ends included.
+FROM, TO = "2026-11-20T00:00", "2026-11-20T09:00"
+TEN_HOURS = [f"2026-11-20T{hour:02d}:00+00:00" for hour in range(10)]
+
+
+def charged(job: str = "charge_backfilled") -> Counter[str]:
+    return Counter(Charge.objects.filter(job=job).values_list("window", flat=True))
+
+
+def test_run_now_runs_the_current_window_once_and_then_skips_it():
+    out, err, status = run_command("jobclaims_run", "charge_backfilled")
+    assert status == 0, err
+    current = HOURLY.key_at(database_now())
+    assert f"Ran charge_backfilled {current}." in out
+    out, _, status = run_command("jobclaims_run", "charge_backfilled")
+    assert status == 0
+    assert f"Skipped charge_backfilled {current}: it already succeeded at " in out
+    assert charged() == {current: 1}
+
+
+def test_run_now_from_two_processes_at_the_same_instant_runs_once():
+    results = race("jobclaims_run", "charge_backfilled", instances=2, env={"CHARGE_HOLD": "0.5"})
+    assert_ran_once(results)
+    assert list(charged().values()) == [1]
+
+
+def test_a_backfill_runs_each_window_of_the_range_oldest_first():
+    out, err, status = run_command("jobclaims_run", "charge_backfilled", "--from", FROM, "--to", TO)
+    assert status == 0, err
+    assert charged() == dict.fromkeys(TEN_HOURS, 1)
+    claimed = JobRun.objects.filter(job="charge_backfilled").order_by("claimed_at", "pk")
+    assert [run.window for run in claimed] == TEN_HOURS
+    assert "charge_backfilled: 10 of 10 windows ran here, 0 were held or done elsewhere." in out
+
+
+def test_a_backfill_skips_the_windows_done_already_unless_forced():
+    run_command("jobclaims_run", "charge_backfilled", "--from", FROM, "--to", "2026-11-20T01:00")
+    out, _, _ = run_command("jobclaims_run", "charge_backfilled", "--from", FROM, "--to", TO)
+    assert "8 of 10 windows ran here, 2 were held or done elsewhere." in out
+    assert f"Skipped charge_backfilled {TEN_HOURS[0]}: it already succeeded at " in out
+    run_command("jobclaims_run", "charge_backfilled", "--from", FROM, "--to", TO, "--force")
+    assert charged() == dict.fromkeys(TEN_HOURS, 2)
+
+
+def test_two_backfills_of_the_same_range_at_once_run_each_window_once():
+    results = race(
+        "jobclaims_run",
+        "charge_backfilled",
+        "--from",
+        FROM,
+        "--to",
+        TO,
+        instances=2,
+        env={"CHARGE_HOLD": "0.2"},
+    )
+    assert [result.returncode for result in results] == [0, 0], results
+    assert charged() == dict.fromkeys(TEN_HOURS, 1)
+    assert set(JobRun.objects.values_list("status", flat=True)) == {JobRun.Status.SUCCEEDED}
+
+
+def test_a_scheduled_job_is_backfilled_over_its_fires():
+    _, err, status = run_command(
+        "jobclaims_run", "nightly_latest", "--from", "2026-11-20", "--to", "2026-11-29"
+    )
+    assert status == 0, err
+    nights = [f"2026-11-{day}T00:00+00:00" for day in range(20, 30)]
+    assert charged("nightly_latest") == dict.fromkeys(nights, 1)
+
+
+@pytest.mark.xdist_group("fleets")
+def test_a_backfill_while_three_schedulers_run_the_job_runs_each_fire_once():
+    hosts = start("jobclaims_scheduler", "--job", "tick", instances=3)
+    try:
+        wait_until(lambda: Charge.objects.filter(job="tick").exists(), "a scheduler to run tick")
+        # Ten fires of two seconds, the newest of them run by the schedulers.
+        end = database_now()
+        start_at = end - datetime.timedelta(seconds=19)
+        _, err, status = run_command(
+            "jobclaims_run", "tick", "--from", start_at.isoformat(), "--to", end.isoformat()
+        )
+        assert status == 0, err
+        tick = next(job for job in scheduled_jobs() if job.job == "tick")
+        fires = [key for _, key in tick.expected_fires(start_at, end)]
+        # A scheduler's child may take long to start on a busy machine.
+        wait_until(lambda: set(fires) <= set(charged("tick")), "every fire of the range to run", 90)
+        for host in hosts:
+            host.process.send_signal(signal.SIGTERM)
+        results = [host.finish(timeout=30) for host in hosts]
+    finally:
+        for host in hosts:
+            host.stop()
+    assert [result.returncode for result in results] == [0, 0, 0], results
+    assert len(fires) >= 9
+    assert set(charged("tick").values()) == {1}
+
+
+def test_a_backfill_stops_at_a_paused_job_and_says_how_to_go_on():
+    pauses.pause("charge_backfilled", by="alice", reason="vendor down")
+    out, err, status = run_command("jobclaims_run", "charge_backfilled", "--from", FROM, "--to", TO)
+    assert status == 0, err
+    assert f"Stopped before charge_backfilled {TEN_HOURS[0]}: paused by alice at " in out
+    assert "resume it with manage.py jobclaims_resume charge_backfilled, then run this again" in out
+    assert not Charge.objects.exists()
+    assert JobSkip.objects.get().reason == "paused"
+
+
+def test_a_backfill_stops_at_the_first_window_that_fails(monkeypatch):
+    monkeypatch.setitem(os.environ, "CHARGE_FAIL_WINDOW", TEN_HOURS[3])
+    _, err, status = run_command("jobclaims_run", "charge_backfilled", "--from", FROM, "--to", TO)
+    assert status == 1
+    assert f"charge_backfilled failed in {TEN_HOURS[3]}: the payment provider is down" in err
+    assert "run the same command again to retry it and go on" in err
+    assert sorted(charged()) == TEN_HOURS[:4]
+    assert JobRun.objects.get(window=TEN_HOURS[3]).status == JobRun.Status.FAILED
+    monkeypatch.delitem(os.environ, "CHARGE_FAIL_WINDOW")
+    run_command("jobclaims_run", "charge_backfilled", "--from", FROM, "--to", TO)
+    assert charged() == {**dict.fromkeys(TEN_HOURS, 1), TEN_HOURS[3]: 2}
+
+
+def test_an_unknown_job_is_refused_naming_the_job_commands_and_nothing_is_written():
+    _, err, status = run_command("jobclaims_run", "charge_backfiled")
+    assert status == 1
+    assert "no job command is named 'charge_backfiled'; name one of: " in err
+    assert "charge_backfilled" in err
+    assert not JobRun.objects.exists()
+    assert not JobSkip.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--to", TO], "--to needs --from: give the first window of the range too"),
+        (["--from", TO, "--to", FROM], "is before --from"),
+        (["--from", FROM, "--to", "2999-01-01"], "has not come yet by the database clock"),
+        (["--from", "yesterday"], "'yesterday' is not an ISO 8601 date or date-time"),
+    ],
+)
+def test_a_bad_range_is_refused_naming_the_fix_and_nothing_is_written(arguments, message):
+    _, err, status = run_command("jobclaims_run", "charge_backfilled", *arguments)
+    assert status == 1
+    assert message in err
+    assert not JobRun.objects.exists()

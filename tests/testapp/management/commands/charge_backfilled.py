@@ -1,0 +1,18 @@
+import os
+import time
+
+from jobclaims.commands import JobCommand
+from tests.testapp.models import Charge
+
+
+class Command(JobCommand):
+    """An hourly job for the backfill tests: it charges, then holds a while."""
+
+    help = "Test job: charge the ledger once per hour, holding CHARGE_HOLD seconds."
+    window = "hourly"
+
+    def run_job(self, run, *args, **options):
+        Charge.objects.create(job=run.job, window=run.window, pid=os.getpid())
+        time.sleep(float(os.environ.get("CHARGE_HOLD", "0")))
+        if run.window == os.environ.get("CHARGE_FAIL_WINDOW"):
+            raise RuntimeError("the payment provider is down")
