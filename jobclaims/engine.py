@@ -16,13 +16,14 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import F, Manager, Q
 
-from jobclaims import events, retries, standby
+from jobclaims import events, leases, retries, standby
 from jobclaims.clock import DatabaseNow, as_utc
 from jobclaims.sql import ClaimRow, Rival, claim_statements
 from jobclaims.states import Reason, Refusal, Status, frees, frees_q, may_take_over_q
@@ -72,25 +73,82 @@ def claim(
     the ``Refusal`` that was recorded as a skip. Without ``details`` the
     refusal may name only its reason, not the row that refused the claim,
     which saves the loser of a race one statement.
+
+    The run's ``held_until`` says until when its lease is surely held: the
+    lease counts from before the first statement was sent, however long the
+    commit took to return (``leases.held_until()``). A connection lost on
+    the way is opened again and the claim tried again within the same
+    budget (``retries.pauses()``), first looking for its own token: the
+    lost try may have committed.
     """
-    job, window = new.job, new.window
+    sent_at = leases.clock()
     connection = connections[db]
+    waits = retries.pauses()
+    maybe_committed = False
+    while True:
+        try:
+            outcome = _claim_bounded(
+                runs, connection, new, lease, force, details, waits, maybe_committed
+            )
+            break
+        except DatabaseError as error:
+            pause = next(waits, None)
+            if connection.in_atomic_block or not retries.is_disconnect(error) or pause is None:
+                raise
+            retries.reconnect_after(connection, error)
+            maybe_committed = True
+        time.sleep(pause)
+    if isinstance(outcome, Refusal):
+        return outcome
+    run, previous_status = outcome
+    run.held_until = leases.held_until(sent_at, lease)
+    events.acquired(run, previous_status)
+    return run
+
+
+def _claim_bounded(
+    runs: Manager[Any],
+    connection: BaseDatabaseWrapper,
+    new: ClaimRow,
+    lease: datetime.timedelta,
+    force: bool,
+    details: bool,
+    waits: Iterator[float],
+    maybe_committed: bool,
+) -> Taken | Refusal:
+    """One connection's try at the claim, its commit bounded by STANDBY_TIMEOUT."""
+    job, window = new.job, new.window
     connection.ensure_connection()
     # A commit may wait for a synchronous standby; never forever.
     with standby.bounded(connection) as watch:
         try:
-            outcome = _claim_until_settled(runs, connection, new, lease, force, details)
+            mine = _own_claim(runs, connection, new) if maybe_committed else None
+            if mine is not None:
+                outcome: Taken | Refusal = (mine, None)
+            else:
+                outcome = _claim_until_settled(runs, connection, new, lease, force, details, waits)
         except DatabaseError as error:
             if watch.fired:  # Cancelled before it committed anything.
                 raise standby.claim_not_acknowledged(job, window, None) from error
             raise
-    if isinstance(outcome, Refusal):
-        return outcome
-    run, previous_status = outcome
-    if watch.fired:
-        raise standby.claim_not_acknowledged(job, window, run)
-    events.acquired(run, previous_status)
-    return run
+    if not isinstance(outcome, Refusal) and watch.fired:
+        raise standby.claim_not_acknowledged(job, window, outcome[0])
+    return outcome
+
+
+def _own_claim(
+    runs: Manager[Any], connection: BaseDatabaseWrapper, new: ClaimRow
+) -> ClaimRow | None:
+    """The window's row with ``new``'s token, if a try whose answer was lost committed it.
+
+    The token is drawn per claim, so no other instance's row can carry it.
+    """
+    mine: ClaimRow | None = (
+        runs.using(connection.alias)
+        .filter(job=new.job, window=new.window, token=new.token, status=Status.RUNNING)
+        .first()
+    )
+    return mine
 
 
 def _claim_until_settled(
@@ -100,6 +158,7 @@ def _claim_until_settled(
     lease: datetime.timedelta,
     force: bool,
     details: bool,
+    waits: Iterator[float],
 ) -> Taken | Refusal:
     """Claim, starting again while the database asks for another try.
 
@@ -110,9 +169,9 @@ def _claim_until_settled(
     a fresh read of what has committed: the tries together still give
     one run. Inside the caller's transaction a failed statement may have
     ended that transaction (MariaDB rolls it all back on a deadlock), so
-    there the error is raised for the caller to retry the whole of it.
+    there the error is raised for the caller to retry the whole of it. A
+    lost connection is raised, for ``claim()`` to open a fresh one.
     """
-    waits = retries.pauses()
     last: Exception
     while True:
         try:
@@ -121,7 +180,11 @@ def _claim_until_settled(
         except _Unsettled as unsettled:
             last = unsettled
         except DatabaseError as error:
-            if connection.in_atomic_block or not retries.is_transient(error):
+            if (
+                connection.in_atomic_block
+                or not retries.is_transient(error)
+                or retries.is_disconnect(error)
+            ):
                 raise
             last = error
         pause = next(waits, None)
