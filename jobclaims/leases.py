@@ -89,3 +89,12 @@ def held_for(until: float | None) -> float:
     if until is None:
         return 0.0
     return max(until - clock(), 0.0)
+
+
+def shortest_covering(stall: datetime.timedelta) -> datetime.timedelta:
+    """The shortest lease whose claim still starts after a commit stalled ``stall``.
+
+    A run starts with one renewal interval of its lease left, so the
+    lease must be ``stall`` plus a third of itself: 1.5 times the stall.
+    """
+    return stall * RENEWALS_PER_LEASE / (RENEWALS_PER_LEASE - 1)
