@@ -93,7 +93,10 @@ def claim(
             break
         except DatabaseError as error:
             pause = next(waits, None)
-            if connection.in_atomic_block or not retries.is_disconnect(error) or pause is None:
+            # A cancel meant for an earlier statement (its watch did not
+            # fire here, or StandbyTimeout was raised) wrote nothing.
+            again = retries.is_disconnect(error) or retries.is_cancelled(error)
+            if connection.in_atomic_block or not again or pause is None:
                 raise
             retries.reconnect_after(connection, error)
             maybe_committed = True

@@ -97,6 +97,16 @@ def is_disconnect(error: DatabaseError) -> bool:
     return bool(cause.args) and cause.args[0] in _MYSQL_DISCONNECTS
 
 
+def is_cancelled(error: DatabaseError) -> bool:
+    """Whether ``error`` is PostgreSQL's query_canceled (57014).
+
+    The standby watchdog's cancel request arrives when it arrives: one sent
+    as a wait ended anyway lands on the next statement, which wrote nothing.
+    """
+    cause = error.__cause__
+    return cause is not None and _sqlstate(cause) == "57014"
+
+
 def _sqlstate(cause: BaseException) -> str | None:
     """PostgreSQL's SQLSTATE: psycopg (3) and psycopg2 name it differently."""
     sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
