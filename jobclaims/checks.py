@@ -4,7 +4,7 @@
 them, so a deployment that would let a job run twice is told so before the
 first job runs. Every check can be run alone with ``check --tag jobclaims``.
 
-The checks that ask the database server something (W002, W003) are tagged
+The checks that ask the database server something (W002, W003, W004) are tagged
 ``database`` and, like Django's own, run only for the databases the checker
 names: ``check --database default``, ``migrate`` and the test runner do.
 """
@@ -20,7 +20,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import NotSupportedError, connections, router
 from django.utils import timezone
 
-from jobclaims import charsets, conf, scheduler
+from jobclaims import charsets, conf, leases, scheduler, standby
 from jobclaims.commands import checking_a_job_run
 from jobclaims.conf import jobclaims_settings
 from jobclaims.documentation import page
@@ -42,6 +42,7 @@ def register_checks() -> None:
     register(TAG)(check_schedules)
     register(TAG, Tags.database)(check_time_zone_tables)
     register(TAG, Tags.database)(check_column_charsets)
+    register(TAG, Tags.database)(check_leases_cover_standby_waits)
 
 
 def check_settings(
@@ -285,6 +286,48 @@ def check_column_charsets(
             + _see("jobclaims-w003-columns-that-lose-characters-of-4-bytes"),
             id="jobclaims.W003",
         )
+    ]
+
+
+def check_leases_cover_standby_waits(
+    app_configs: Sequence[AppConfig] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[CheckMessage]:
+    """jobclaims.W004: a lease must outlast a commit's wait for a synchronous standby.
+
+    A claim's commit may wait up to ``STANDBY_TIMEOUT`` for the standby, and
+    a run starts only with one renewal interval of its lease left: with a
+    shorter lease, a claim the standby acknowledged late steps aside instead
+    of running, and its window waits for the next instance.
+    """
+    alias = _claims_database_in(app_configs, databases)
+    if alias is None or not standby.commits_wait_for_a_standby(connections[alias]):
+        return []
+    wait = jobclaims_settings.standby_timeout
+    needed = leases.shortest_covering(wait)
+    default = jobclaims_settings.default_lease
+    given = {"JOBCLAIMS['DEFAULT_LEASE']": default}
+    try:
+        scheduled = scheduler.scheduled_jobs()
+    except ValueError:  # jobclaims.E005 says what is wrong with a schedule.
+        scheduled = []
+    given.update({f"{job.job}'s lease": job.lease for job in scheduled if job.lease != default})
+    return [
+        Warning(
+            f"{name} is {lease.total_seconds():g} s, and a commit on the {alias!r} database "
+            f"may wait {wait.total_seconds():g} s for its synchronous standby "
+            "(JOBCLAIMS['STANDBY_TIMEOUT']): a claim acknowledged that late has less than "
+            "a third of its lease left, so it steps aside instead of running.",
+            hint=(
+                f"Give it a lease of at least {needed.total_seconds():g} s, or lower "
+                f"JOBCLAIMS['STANDBY_TIMEOUT'] below {lease.total_seconds() * 2 / 3:g} s. "
+                + _see("jobclaims-w004-a-lease-shorter-than-a-standby-may-stall-a-commit")
+            ),
+            id="jobclaims.W004",
+        )
+        for name, lease in given.items()
+        if lease < needed
     ]
 
 

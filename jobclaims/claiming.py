@@ -19,11 +19,11 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError, connections
 
-from jobclaims import leases
+from jobclaims import leases, retries
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.exceptions import ClaimLost, NotClaimed
-from jobclaims.heartbeat import Heartbeat
+from jobclaims.exceptions import ClaimLost, LeaseLapsed, NotClaimed
+from jobclaims.heartbeat import Heartbeat, lease_deadline
 from jobclaims.models import JobRun
 from jobclaims.states import Refusal
 from jobclaims.stopping import stops_held_back
@@ -44,7 +44,9 @@ def window_key(spec: WindowSpec, explicit: str | None = None) -> str:
     window = resolve(spec)
     if explicit is not None:
         return window.key_for(explicit)
-    return window.key_at(database_now(jobclaims_settings.claims_database(JobRun)))
+    db = jobclaims_settings.claims_database(JobRun)
+    # A connection lost to a failover is tried again, as a claim would.
+    return window.key_at(retries.retrying(connections[db], lambda: database_now(db)))
 
 
 @contextmanager
@@ -268,7 +270,11 @@ def holding(
     An exception of a type in ``keep_on`` ends the block and leaves the claim
     running, its lease no longer renewed: a task queue's retry, which comes
     back to the window as the same holder (``jobclaims.contrib.celery``).
+
+    The block starts only on a lease this process knows is still its own
+    (``start_held()``); otherwise ``LeaseLapsed`` is raised and nothing ran.
     """
+    start_held(run, lease, max_run_time)
     try:
         with Heartbeat(run, lease, max_run_time):
             yield run
@@ -281,7 +287,14 @@ def holding(
             record_failure(run, error)
         raise
     with stops_held_back():
-        released = run.release(JobRun.Status.SUCCEEDED)
+        try:
+            released = run.release(JobRun.Status.SUCCEEDED)
+        except DatabaseError as error:
+            raise ClaimLost(
+                f"{run.job} {run.window} ran, but the database did not take its success "
+                f"({error!s:.200}) until its lease was gone; the next instance takes "
+                "the window over"
+            ) from error
     if not released:
         raise ClaimLost(
             f"{run.job} {run.window} was taken over by another instance while "
@@ -289,6 +302,44 @@ def holding(
             "cut off, expired by an operator or ran past its max run time), so "
             "its success was not recorded"
         )
+
+
+def start_held(
+    run: JobRun, lease: datetime.timedelta, max_run_time: datetime.timedelta | None = None
+) -> None:
+    """Let the run start only while it knows one renewal interval of its lease is left.
+
+    A claim whose commit stalled (a cluster's node fault, a synchronous
+    standby, a lock, a paused process) can return after the lease it took
+    has ended, when another instance may already have taken the window
+    over. The run knows how much is left from before its claim was sent
+    (``JobRun.held_until``). With a renewal interval left, the heartbeat's
+    first renewal has that long to land; with less, the run renews once, by
+    compare-and-set on its token, and starts only if that renewal returns
+    with a renewal interval left. Else ``LeaseLapsed``: the run steps aside
+    and writes nothing more; its lease ends on its own, if it has not.
+    """
+    margin = leases.renewal_interval(lease)
+    known = run.held_for()
+    if known >= margin:
+        return
+    try:
+        renewed = run.renew(lease, until=lease_deadline(run, max_run_time))
+    except DatabaseError as error:
+        why = f"and its renewal failed ({error!s:.200})"
+    else:
+        if renewed and run.held_for() >= margin:
+            return
+        why = "and its renewal returned late too" if renewed else "and its lease had ended"
+    lapsed = LeaseLapsed(
+        run.job,
+        run.window,
+        f"its claim returned with {known:.1f} s of its lease known to be left, less "
+        f"than one renewal interval ({margin:.1f} s), {why}, so another instance may "
+        "hold it; nothing ran",
+    )
+    logger.info("%s", lapsed, extra={"job": run.job, "window": run.window, "owner": run.owner})
+    raise lapsed
 
 
 def record_failure(run: JobRun, error: BaseException) -> None:

@@ -17,7 +17,7 @@ from jobclaims import leases, retries, schedules, windows
 from jobclaims.claiming import claim_waiting, holding, validate_max_run_time, window_key
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings, use_parents_databases
-from jobclaims.exceptions import ClaimLost, JobInterrupted, StandbyTimeout
+from jobclaims.exceptions import ClaimLost, JobInterrupted, LeaseLapsed, StandbyTimeout
 from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
 from jobclaims.states import PauseNote, Reason, Refusal
@@ -176,8 +176,9 @@ class JobCommand(BaseCommand):
         if options.get("claim_token"):
             self._run_adopted(job, lease, args, options)
             return
-        window = self._window_key(options["window_key"])
+        window = options["window_key"] or ""
         try:
+            window = self._window_key(options["window_key"])
             validate_max_run_time(self.max_run_time)
             run: JobRun | Refusal = claim_waiting(
                 job,
@@ -195,11 +196,11 @@ class JobCommand(BaseCommand):
         except DatabaseError as error:
             if retries.is_transient(error):
                 raise CommandError(
-                    f"Could not claim {job} {window}: the database kept answering "
-                    f"{error!s:.200} for {retries.RETRY_FOR:.0f} s, so nothing ran; "
-                    "the next run tries again"
+                    f"Could not claim {job} {window}".rstrip()
+                    + f": the database kept answering {_summary(error)} for "
+                    f"{retries.RETRY_FOR:.0f} s, so nothing ran; the next run tries again"
                 ) from error
-            self._explain_missing_migrations()
+            self._explain_missing_migrations(job, window, error)
             raise
         # At -v 0 (cron) a skip says nothing and a run only what run_job()
         # says: cron mails any output, and stepping aside is normal.
@@ -220,7 +221,16 @@ class JobCommand(BaseCommand):
         """Run under the claim the scheduler took for this process."""
         use_parents_databases()
         window = options["window_key"]
-        run = adopt(job, window, options["claim_token"]) if window else None
+        try:
+            run = adopt(job, window, options["claim_token"]) if window else None
+            renewed = run is not None and run.renew(
+                lease, until=lease_deadline(run, self.max_run_time)
+            )
+        except DatabaseError as error:
+            raise CommandError(
+                f"Could not adopt {job} {window}: the database answered {_summary(error)}, "
+                "so nothing ran; its claim ends with its lease"
+            ) from error
         if run is None:
             raise CommandError(
                 f"{job} {window}: the claim this process was started under is no longer "
@@ -229,7 +239,7 @@ class JobCommand(BaseCommand):
             )
         # The scheduler claimed with a short lease (scheduler.START_LEASE):
         # from here on the claim lasts the job's own.
-        if not run.renew(lease, until=lease_deadline(run, self.max_run_time)):
+        if not renewed:
             raise CommandError(
                 f"{job} {window}: the claim this process was started under ended before "
                 "it could be renewed, so nothing ran"
@@ -282,12 +292,24 @@ class JobCommand(BaseCommand):
         except ValueError as error:
             raise CommandError(f"--window: {error}") from error
 
-    def _explain_missing_migrations(self) -> None:
-        """Turn the error of a database without jobclaims' tables into the fix."""
+    def _explain_missing_migrations(self, job: str, window: str, error: DatabaseError) -> None:
+        """Turn the error of a database without jobclaims' tables into the fix.
+
+        The check reads the migrations table; a database that fails that
+        read too is in trouble, not unmigrated, and says so in one line.
+        """
         connection = connections[jobclaims_settings.claims_database(JobRun)]
         executor = MigrationExecutor(connection)
         leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "jobclaims"]
-        if executor.migration_plan(leaves):
+        try:
+            missing = executor.migration_plan(leaves)
+        except DatabaseError as also:
+            raise CommandError(
+                f"Could not claim {job} {window}".rstrip()
+                + f": the database answered {_summary(error)}, then {_summary(also)}, "
+                "so nothing ran; the next run tries again"
+            ) from error
+        if missing:
             migrate = "manage.py migrate jobclaims"
             if connection.alias != DEFAULT_DB_ALIAS:
                 migrate += f" --database {connection.alias}"
@@ -311,10 +333,20 @@ class JobCommand(BaseCommand):
                 f"{run} was {interrupt}; {_recorded(run)}",
                 returncode=128 + interrupt.signum,
             ) from interrupt
+        except LeaseLapsed as lapsed:
+            # Not sure it still held the window: step aside, as from a refusal.
+            if options["verbosity"]:
+                self.stdout.write(f"{lapsed}.")
+            return
         except ClaimLost as lost:
             raise CommandError(f"{lost}; stopped without recording an outcome") from lost
         if options["verbosity"]:
             self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
+
+
+def _summary(error: DatabaseError) -> str:
+    """A database error on one line, as a message quotes it."""
+    return " ".join(str(error).split())[:200] or type(error).__name__
 
 
 def _skip_message(refusal: Refusal) -> str:
@@ -393,7 +425,8 @@ def scheduled_key(scheduled: schedules.JobSchedule, explicit: str | None) -> str
             return scheduled.key_for(explicit)
         except ValueError as error:
             raise CommandError(f"--window: {error}") from error
-    now = database_now(jobclaims_settings.claims_database(JobRun))
+    db = jobclaims_settings.claims_database(JobRun)
+    now = retries.retrying(connections[db], lambda: database_now(db))
     fire = scheduled.cron.latest_fire(now)
     if fire is None:
         raise CommandError(f"{scheduled.job}: its schedule has no fire time before now")

@@ -16,13 +16,14 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import F, Manager, Q
 
-from jobclaims import events, retries, slots, standby
+from jobclaims import events, leases, retries, slots, standby
 from jobclaims.clock import DatabaseNow, as_utc
 from jobclaims.sql import ClaimRow, Rival, claim_statements
 from jobclaims.states import Reason, Refusal, Status, frees, frees_q, may_take_over_q
@@ -82,32 +83,91 @@ def claim(
     refusal may name only its reason, not the row that refused the claim,
     which saves the loser of a race one statement. Without ``take_failed``
     a failed or retrying row refuses the claim (``states.may_take_over``).
+
+    The run's ``held_until`` says until when its lease is surely held: the
+    lease counts from before the first statement was sent, however long the
+    commit took to return (``leases.held_until()``). A connection lost on
+    the way is opened again and the claim tried again within the same
+    budget (``retries.pauses()``), first looking for its own token: the
+    lost try may have committed.
     """
-    job, window = new.job, new.window
+    sent_at = leases.clock()
     connection = connections[db]
+    rule = Takeover(force, take_failed)
+    waits = retries.pauses()
+    maybe_committed = False
+    while True:
+        try:
+            outcome = _claim_bounded(
+                runs, connection, new, lease, rule, details, waits, maybe_committed
+            )
+            break
+        except DatabaseError as error:
+            pause = next(waits, None)
+            # A cancel meant for an earlier statement (its watch did not
+            # fire here, or StandbyTimeout was raised) wrote nothing.
+            again = retries.is_disconnect(error) or retries.is_cancelled(error)
+            if connection.in_atomic_block or not again or pause is None:
+                raise
+            retries.reconnect_after(connection, error)
+            maybe_committed = True
+        time.sleep(pause)
+    if isinstance(outcome, Refusal):
+        return outcome
+    run, previous_status = outcome
+    if previous_status is None and not force and (refusal := _slot_refusal(runs, db, run)):
+        return _give_back(runs, db, run, refusal)
+    run.held_until = leases.held_until(sent_at, lease)
+    events.acquired(run, previous_status)
+    return run
+
+
+def _claim_bounded(
+    runs: Manager[Any],
+    connection: BaseDatabaseWrapper,
+    new: ClaimRow,
+    lease: datetime.timedelta,
+    rule: Takeover,
+    details: bool,
+    waits: Iterator[float],
+    maybe_committed: bool,
+) -> Taken | Refusal:
+    """One connection's try at the claim, its commit bounded by STANDBY_TIMEOUT."""
+    job, window = new.job, new.window
     connection.ensure_connection()
-    if not force and (refusal := _slot_refusal(runs, db, new, held=True)):
+    if not rule.force and (refusal := _slot_refusal(runs, connection.alias, new, held=True)):
         with connection.cursor() as cursor:
             return _skip(runs, cursor, new, refusal)
     # A commit may wait for a synchronous standby; never forever.
     with standby.bounded(connection) as watch:
         try:
-            outcome = _claim_until_settled(
-                runs, connection, new, lease, Takeover(force, take_failed), details
-            )
+            mine = _own_claim(runs, connection, new) if maybe_committed else None
+            if mine is not None:
+                outcome: Taken | Refusal = (mine, None)
+            else:
+                outcome = _claim_until_settled(runs, connection, new, lease, rule, details, waits)
         except DatabaseError as error:
             if watch.fired:  # Cancelled before it committed anything.
                 raise standby.claim_not_acknowledged(job, window, None) from error
             raise
-    if isinstance(outcome, Refusal):
-        return outcome
-    run, previous_status = outcome
-    if watch.fired:
-        raise standby.claim_not_acknowledged(job, window, run)
-    if previous_status is None and not force and (refusal := _slot_refusal(runs, db, run)):
-        return _give_back(runs, db, run, refusal)
-    events.acquired(run, previous_status)
-    return run
+    if not isinstance(outcome, Refusal) and watch.fired:
+        raise standby.claim_not_acknowledged(job, window, outcome[0])
+    return outcome
+
+
+def _own_claim(
+    runs: Manager[Any], connection: BaseDatabaseWrapper, new: ClaimRow
+) -> ClaimRow | None:
+    """The window's row with ``new``'s token, if a try whose answer was lost committed it.
+
+    The token is drawn per claim, so no other instance's row can carry it.
+    """
+    mine: ClaimRow | None = (
+        runs.using(connection.alias)
+        .filter(job=new.job, window=new.window, token=new.token, status=Status.RUNNING)
+        .first()
+    )
+    return mine
 
 
 def _slot_refusal(
@@ -166,6 +226,7 @@ def _claim_until_settled(
     lease: datetime.timedelta,
     rule: Takeover,
     details: bool,
+    waits: Iterator[float],
 ) -> Taken | Refusal:
     """Claim, starting again while the database asks for another try.
 
@@ -176,9 +237,9 @@ def _claim_until_settled(
     a fresh read of what has committed: the tries together still give
     one run. Inside the caller's transaction a failed statement may have
     ended that transaction (MariaDB rolls it all back on a deadlock), so
-    there the error is raised for the caller to retry the whole of it.
+    there the error is raised for the caller to retry the whole of it. A
+    lost connection is raised, for ``claim()`` to open a fresh one.
     """
-    waits = retries.pauses()
     last: Exception
     while True:
         try:
@@ -187,7 +248,11 @@ def _claim_until_settled(
         except _Unsettled as unsettled:
             last = unsettled
         except DatabaseError as error:
-            if connection.in_atomic_block or not retries.is_transient(error):
+            if (
+                connection.in_atomic_block
+                or not retries.is_transient(error)
+                or retries.is_disconnect(error)
+            ):
                 raise
             last = error
         pause = next(waits, None)

@@ -45,6 +45,22 @@ class NotClaimed(Exception):
         super().__init__(f"{job} {window} was not claimed: {why}")
 
 
+class LeaseLapsed(NotClaimed):
+    """A claim was taken, but the run could not know its lease was still its own.
+
+    Its commit returned late (a cluster's stall, a synchronous standby, a
+    lock, a paused process), leaving less than one renewal interval of the
+    lease it knows of, and a renewal on its token did not give it one: the
+    lease may have ended, and another instance may hold the window. The
+    block did not run. A ``NotClaimed``, so code that steps aside from a
+    refused claim steps aside from this one too.
+    """
+
+    def __init__(self, job: str, window: str, why: str):
+        self.job, self.window, self.refusal = job, window, None
+        Exception.__init__(self, f"{job} {window} did not start: {why}")
+
+
 class StandbyTimeout(Exception):
     """A claim's commit was not acknowledged by a synchronous standby in time.
 

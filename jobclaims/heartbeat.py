@@ -3,7 +3,9 @@
 A lease short enough to free a crashed run's window quickly is shorter than
 many healthy runs. The heartbeat renews it every third of the lease, so a
 live run keeps its claim through two missed renewals and a dead one loses it
-within one lease.
+within one lease. The third is counted on the lease this process knows it
+holds (``JobRun.held_until``), from before each renewal was sent: a renewal
+whose answer came back late is followed by the next at once.
 
 The heartbeat is a thread of its own, so it beats on while the job's main
 thread hangs. Two things stop it: a renewal that finds the lease ended (an
@@ -20,6 +22,7 @@ import threading
 
 from django.db import DatabaseError, connections
 
+from jobclaims import leases
 from jobclaims.models import JobRun
 
 logger = logging.getLogger("jobclaims")
@@ -44,6 +47,7 @@ class Heartbeat:
         self.lease = lease
         self.deadline = lease_deadline(run, max_run_time)
         self.lost = threading.Event()
+        self._failed = False
         self._stopped = threading.Event()
         self._thread = threading.Thread(
             target=self._beat, name=f"jobclaims heartbeat: {run}", daemon=True
@@ -58,9 +62,8 @@ class Heartbeat:
         self._thread.join()
 
     def _beat(self) -> None:
-        interval = self.lease.total_seconds() / 3
         try:
-            while not self._past_deadline() and not self._stopped.wait(interval):
+            while not self._past_deadline() and not self._stopped.wait(self._until_due()):
                 if not self._renew():
                     self.lost.set()
                     logger.warning(
@@ -74,6 +77,17 @@ class Heartbeat:
         finally:
             # Django opens one connection per thread; this one is ours alone.
             connections.close_all()
+
+    def _until_due(self) -> float:
+        """Seconds until the next renewal: when two renewal intervals of the
+        lease this process knows of are left, one interval after a fresh
+        lease. A renewal that returned late (less than that left) is
+        followed by the next at once, and one that fails for good ends the
+        claim; a renewal that failed with an error waits a little."""
+        interval = leases.renewal_interval(self.lease)
+        if self._failed:
+            return interval / 4
+        return max(self.run.held_for() - 2 * interval, 0.0)
 
     def _past_deadline(self) -> bool:
         """Whether the lease reached the max run time, saying so the first time."""
@@ -90,9 +104,11 @@ class Heartbeat:
 
     def _renew(self) -> bool:
         """Renew once; a database error is retried at the next beat."""
+        self._failed = False
         try:
             return self.run.renew(self.lease, until=self.deadline)
         except DatabaseError as error:
+            self._failed = True
             logger.warning(
                 "Could not renew the lease of %s: %s",
                 self.run,

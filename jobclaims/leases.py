@@ -14,11 +14,17 @@ date on MariaDB, and ``--lease 1e300`` overflowed Python's ``timedelta``).
 ``--lease``, ``JobRun.objects.claim()``, ``claim()``, ``@claimed``,
 ``JobCommand.lease`` and ``JOBCLAIMS["DEFAULT_LEASE"]`` all refuse a lease
 this module calls wrong, before anything is written.
+
+The same lease decides when a run may start, and when it is held on
+(``held_for()``): a lease that a stalled commit returned late may already
+belong to another instance, so a run starts, and keeps working, only while
+it knows a renewal interval of its lease is left.
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 
 #: The longest lease a claim may take.
 MAX_LEASE = datetime.timedelta(days=366)
@@ -40,3 +46,55 @@ def problem(lease: object) -> str:
     if lease > MAX_LEASE:
         return f"is {lease}, longer than the {MAX_LEASE.days} days a lease may last; {ADVICE}"
     return ""
+
+
+#: How many times the heartbeat renews a lease within one lease: a live run
+#: keeps its claim through two missed renewals.
+RENEWALS_PER_LEASE = 3
+
+
+def renewal_interval(lease: datetime.timedelta) -> float:
+    """Seconds between two renewals of ``lease``; also the margin a run must
+    know is left of its lease to start (see ``held_for()``)."""
+    return lease.total_seconds() / RENEWALS_PER_LEASE
+
+
+def clock() -> float:
+    """This host's clock for measuring how long a statement took to return.
+
+    Only durations are read from it, never moments, so hosts need not agree.
+    On Linux it counts time the host spent suspended, which a stalled
+    process must not miss.
+    """
+    return time.clock_gettime(_CLOCK)
+
+
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
+def held_until(sent_at: float, length: datetime.timedelta) -> float:
+    """Until when, on ``clock()``, a lease of ``length`` is surely held.
+
+    ``sent_at`` is ``clock()`` just before the statement that set the lease
+    was sent. The database set ``expires_at`` to its own time *then or
+    later*, plus ``length``: however long the statement or its commit
+    stalled, at least ``sent_at + length - clock()`` of the lease is left,
+    by the database clock (the two clocks only need to run at one rate).
+    """
+    return sent_at + length.total_seconds()
+
+
+def held_for(until: float | None) -> float:
+    """Seconds of lease surely left, by ``held_until()``; 0 when unknown."""
+    if until is None:
+        return 0.0
+    return max(until - clock(), 0.0)
+
+
+def shortest_covering(stall: datetime.timedelta) -> datetime.timedelta:
+    """The shortest lease whose claim still starts after a commit stalled ``stall``.
+
+    A run starts with one renewal interval of its lease left, so the
+    lease must be ``stall`` plus a third of itself: 1.5 times the stall.
+    """
+    return stall * RENEWALS_PER_LEASE / (RENEWALS_PER_LEASE - 1)

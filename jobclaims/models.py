@@ -187,6 +187,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
 
 
 _M = TypeVar("_M", bound=models.Model)
+_T = TypeVar("_T")
 
 
 class ClaimsDatabaseManager(models.Manager[_M]):
@@ -362,6 +363,11 @@ class JobRun(models.Model):
 
     objects = JobRunManager()
 
+    #: Until when, on ``leases.clock()``, this process knows its lease is
+    #: held: set by the claim and each renewal, measured from before its
+    #: statement was sent. None for a row this process only read.
+    held_until: float | None = None
+
     class Meta:
         verbose_name = _("job run")
         verbose_name_plural = _("job runs")
@@ -452,23 +458,32 @@ class JobRun(models.Model):
 
         Returns ``False``, and writes nothing, when this claim is no longer
         ours: another instance took it over after our lease ran out. A
-        deadlock or lock timeout is tried again (``retries.retrying``): the
-        outcome of work that ran must not be lost to one.
+        deadlock, a lock timeout or a lost connection is tried again
+        (``retries``), from a fresh connection after a lost one, until the
+        outcome is recorded or the lease this process knows of is gone (at
+        least ``retries.RETRY_FOR``); then the last error is raised. The
+        outcome of work that ran must not be lost to a moment's fault.
         """
         if status not in (self.Status.SUCCEEDED, self.Status.FAILED):
             raise ValueError(f"release() takes succeeded or failed, not {status!r}")
         db = self._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
         connection = connections[db]
-        connection.ensure_connection()
+
+        tries = 0
 
         def release_once() -> bool:
+            nonlocal tries
+            tries += 1
             with connection.cursor() as cursor:
-                return claim_statements(connection).release(cursor, self, status, error)
+                if claim_statements(connection).release(cursor, self, status, error):
+                    return True
+            # A try whose answer was lost may have recorded it already.
+            return tries > 1 and self._recorded_as(status)
 
-        with standby.bounded(connection) as watch:
-            released = retries.retrying(connection, release_once)
-        standby.warn_if_not_acknowledged(watch, f"the {status} outcome", self)
+        # Until the lease is gone the outcome is still ours to record.
+        retry_for = max(retries.RETRY_FOR, self.held_for())
+        released = self._write(f"the {status} outcome", release_once, retry_for)
         if not released:
             return False
         self.status, self.error, self.holds_job = status, error, None
@@ -487,23 +502,51 @@ class JobRun(models.Model):
         UPDATE: a lease that ended (it lapsed, or an operator expired it) is
         never revived, even before another instance takes the window over.
         Returns ``False``, and extends nothing, once the lease has ended or
-        the claim is no longer held.
+        the claim is no longer held. A renewal that returned late knows it:
+        ``held_until`` counts the new lease from before it was sent.
         """
         db = self._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
-        expires_at = database_now(db) + lease
+        sent_at = leases.clock()
+        now = retries.retrying(connections[db], lambda: database_now(db))
+        expires_at = now + lease
         if until is not None:
             expires_at = min(expires_at, until)
         running = self._held_rows().filter(expires_at__gt=DatabaseNow())
-        connection = connections[db]
-        connection.ensure_connection()
-        with standby.bounded(connection) as watch:
-            renewed = retries.retrying(connection, lambda: running.update(expires_at=expires_at))
-        standby.warn_if_not_acknowledged(watch, "the renewal", self)
+        renewed = self._write(
+            "the renewal", lambda: running.update(expires_at=expires_at), retries.RETRY_FOR
+        )
         if not renewed:
             return False
         self.expires_at = expires_at
+        self.held_until = leases.held_until(sent_at, expires_at - now)
         return True
+
+    def held_for(self) -> float:
+        """Seconds of its lease this process knows are left, by ``held_until``."""
+        return leases.held_for(self.held_until)
+
+    def _write(self, what: str, statement: Callable[[], _T], retry_for: float) -> _T:
+        """Send one compare-and-set write, its standby wait bounded, and send it
+        again while the database asks (``retries``), from a fresh connection
+        when the last one was lost, for up to ``retry_for`` seconds."""
+        db = self._state.db
+        assert db is not None, "a claimed run was saved, so it has a database"
+        connection = connections[db]
+        waits = retries.pauses(retry_for)
+        while True:
+            try:
+                connection.ensure_connection()
+                with standby.bounded(connection) as watch:
+                    result = statement()
+                standby.warn_if_not_acknowledged(watch, what, self)
+                return result
+            except DatabaseError as error:
+                pause = next(waits, None)
+                if connection.in_atomic_block or not retries.is_transient(error) or pause is None:
+                    raise
+                retries.reconnect_after(connection, error)
+            time.sleep(pause)
 
     def ensure_held(self) -> None:
         """Raise ``ClaimLost`` unless this run still holds its claim.
@@ -558,6 +601,11 @@ class JobRun(models.Model):
                 holds_job=self.holds_job,
             )
         )
+
+    def _recorded_as(self, status: str) -> bool:
+        """Whether this run's row, still under its token, records ``status``."""
+        rows = type(self).objects.using(self._state.db)
+        return rows.filter(pk=self.pk, token=self.token, status=status).exists()
 
     def _stored_finished_at(self) -> datetime.datetime | None:
         """When this run finished, by the database clock; None once another

@@ -7,10 +7,20 @@ under REPEATABLE READ or SERIALIZABLE (40001; on a Galera cluster a
 certification conflict, also 1213), or a lock wait that ran out (1205,
 55P03; SQLite's "database is locked"). None of them says who won, so a
 claim answers them by starting again from a fresh read of what committed.
+
+A cluster's faults end the connection itself: the server went away or
+cannot be reached (MariaDB 2002, 2003, 2006, 2013; PostgreSQL's 08 class, a
+connection refused or closed before any SQLSTATE), it was shut down under
+the session (57P01-57P03), or the node left the cluster's primary component
+(1047, and 1180 when that happens during a COMMIT). Those are tried again
+from a fresh connection (``is_disconnect()``): the statement may have
+committed before the answer was lost, which the claim settles by looking
+for its own token before it tries again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sqlite3
 import time
@@ -38,22 +48,78 @@ _POSTGRESQL = frozenset({"40P01", "40001", "55P03"})
 #: primary component answers to everything ("WSREP has not yet prepared node
 #: for application use") until it rejoins, often within seconds.
 _MYSQL = frozenset({1213, 1205, 1047})
+#: MariaDB's and MySQL's client errors for a server that cannot be reached
+#: (CR_CONNECTION_ERROR 2002, CR_CONN_HOST_ERROR 2003) or went away
+#: (CR_SERVER_GONE_ERROR 2006, CR_SERVER_LOST 2013), and the server errors of
+#: a Galera node outside the primary component (1047, and ER_ERROR_DURING_COMMIT
+#: 1180, which it answers a COMMIT with).
+_MYSQL_DISCONNECTS = frozenset({2002, 2003, 2006, 2013, 1047, 1180})
+#: PostgreSQL's admin_shutdown, crash_shutdown and cannot_connect_now; the
+#: whole 08 class (connection_exception) is one too.
+_POSTGRESQL_DISCONNECTS = frozenset({"57P01", "57P02", "57P03"})
 #: SQLite's SQLITE_BUSY and SQLITE_LOCKED (named in sqlite3 from Python 3.11).
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
 def is_transient(error: DatabaseError) -> bool:
-    """Whether ``error`` asks for the work to be tried again, from the driver's code."""
+    """Whether ``error`` asks for the work to be tried again, from the driver's code.
+
+    A lost connection does too (``is_disconnect()``), from a fresh one.
+    """
     cause = error.__cause__
     if cause is None:
         return False
-    # psycopg (3) and psycopg2 name the SQLSTATE differently.
-    sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if is_disconnect(error):
+        return True
+    sqlstate = _sqlstate(cause)
     if sqlstate is not None:
         return sqlstate in _POSTGRESQL
     if isinstance(cause, sqlite3.Error):
         return _sqlite_code(cause) in (_SQLITE_BUSY, _SQLITE_LOCKED)
     return bool(cause.args) and cause.args[0] in _MYSQL
+
+
+def is_disconnect(error: DatabaseError) -> bool:
+    """Whether ``error`` ended the connection, or says the server cannot take work.
+
+    psycopg gives no SQLSTATE for a connection that was refused, timed out
+    or closed by the server: its ``OperationalError`` without one is always
+    about the connection, never about a statement.
+    """
+    cause = error.__cause__
+    if cause is None or isinstance(cause, sqlite3.Error):
+        return False
+    sqlstate = _sqlstate(cause)
+    if sqlstate is not None:
+        return sqlstate.startswith("08") or sqlstate in _POSTGRESQL_DISCONNECTS
+    if type(cause).__module__.startswith("psycopg"):
+        return type(cause).__name__ in ("OperationalError", "InterfaceError")
+    return bool(cause.args) and cause.args[0] in _MYSQL_DISCONNECTS
+
+
+def is_cancelled(error: DatabaseError) -> bool:
+    """Whether ``error`` is PostgreSQL's query_canceled (57014).
+
+    The standby watchdog's cancel request arrives when it arrives: one sent
+    as a wait ended anyway lands on the next statement, which wrote nothing.
+    """
+    cause = error.__cause__
+    return cause is not None and _sqlstate(cause) == "57014"
+
+
+def _sqlstate(cause: BaseException) -> str | None:
+    """PostgreSQL's SQLSTATE: psycopg (3) and psycopg2 name it differently."""
+    sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    return None if sqlstate is None else str(sqlstate)
+
+
+def reconnect_after(connection: BaseDatabaseWrapper, error: DatabaseError) -> None:
+    """Drop ``connection`` after an error that ended it, so the next try opens
+    a fresh one; Django would otherwise keep using the broken one."""
+    if is_disconnect(error) and not connection.in_atomic_block:
+        # Closing a dead socket may fail; Django forgets the connection anyway.
+        with contextlib.suppress(DatabaseError):
+            connection.close()
 
 
 def _sqlite_code(error: sqlite3.Error) -> int | None:
@@ -69,28 +135,31 @@ def _sqlite_code(error: sqlite3.Error) -> int | None:
     return None
 
 
-def pauses() -> Iterator[float]:
-    """Pauses to sleep between tries, until ``RETRY_FOR`` seconds have passed.
+def pauses(retry_for: float = RETRY_FOR) -> Iterator[float]:
+    """Pauses to sleep between tries, until ``retry_for`` seconds have passed.
 
     Each is drawn at random below a ceiling that doubles from 5 ms to 200 ms,
     so contenders that failed together do not try again together.
     """
-    deadline = time.monotonic() + RETRY_FOR
+    deadline = time.monotonic() + retry_for
     ceiling = 0.005
     while time.monotonic() < deadline:
         yield random.uniform(0, ceiling)
         ceiling = min(2 * ceiling, 0.2)
 
 
-def retrying(connection: BaseDatabaseWrapper, statement: Callable[[], T]) -> T:
+def retrying(
+    connection: BaseDatabaseWrapper, statement: Callable[[], T], retry_for: float = RETRY_FOR
+) -> T:
     """Run ``statement`` again while it fails with a transient error.
 
     For one compare-and-set statement that commits on its own: a failed try
-    wrote nothing, and the next restates its conditions. Inside a
-    transaction the error is raised, since it may have ended that
-    transaction; after ``RETRY_FOR`` seconds, the last error is.
+    wrote nothing (or, when the connection was lost, perhaps committed, and
+    the next try's conditions find it done), and the next restates its
+    conditions. Inside a transaction the error is raised, since it may have
+    ended that transaction; after ``retry_for`` seconds, the last error is.
     """
-    waits = pauses()
+    waits = pauses(retry_for)
     while True:
         try:
             return statement()
@@ -98,4 +167,5 @@ def retrying(connection: BaseDatabaseWrapper, statement: Callable[[], T]) -> T:
             pause = next(waits, None)
             if connection.in_atomic_block or not is_transient(error) or pause is None:
                 raise
+            reconnect_after(connection, error)
         time.sleep(pause)

@@ -51,6 +51,7 @@ class ClaimRow(Protocol):
     expires_at: datetime.datetime
     finished_at: datetime.datetime | None
     error: str
+    held_until: float | None
     _state: ModelState
 
 

@@ -180,3 +180,21 @@ def warn_if_not_acknowledged(watch: Watch, what: str, run: ClaimRow) -> None:
             jobclaims_settings.standby_timeout,
             extra={"job": run.job, "window": run.window, "owner": run.owner},
         )
+
+
+def commits_wait_for_a_standby(connection: BaseDatabaseWrapper) -> bool:
+    """Whether a commit on ``connection`` waits for a synchronous standby.
+
+    Asked of the server: ``synchronous_standby_names`` names a standby, and
+    the session's ``synchronous_commit`` waits for one (not ``off`` or
+    ``local``). Always False on MariaDB and SQLite.
+    """
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('synchronous_standby_names'), "
+            "current_setting('synchronous_commit')"
+        )
+        names, commit = cursor.fetchone()
+    return bool(names.strip()) and commit not in ("off", "local")

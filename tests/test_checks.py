@@ -11,7 +11,7 @@ from django.core.management.base import SystemCheckError
 from django.db import connection, connections
 from django.test import override_settings
 
-from jobclaims import checks
+from jobclaims import checks, leases
 from jobclaims.models import JobRun
 from jobclaims.testing import assert_ran_once
 from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger
@@ -321,3 +321,17 @@ def test_w001_is_left_out_of_the_checks_a_job_runs_and_kept_in_manage_py_check()
     ChargeLedger(stdout=StringIO(), stderr=job_err).check()
     assert "jobclaims.W001" not in job_err.getvalue()
     assert [w.id for w in checks.check_row_locks()] == ["jobclaims.W001"]
+
+
+@pytest.mark.django_db
+def test_w004_is_silent_where_commits_wait_for_no_standby():
+    # The suite's servers have no synchronous standby; with one
+    # (tests/test_pg_failover.py) a lease below 1.5 x STANDBY_TIMEOUT warns.
+    with override_settings(JOBCLAIMS={"STANDBY_TIMEOUT": datetime.timedelta(days=1)}):
+        assert checks.check_leases_cover_standby_waits(databases=["default"]) == []
+
+
+def test_w004_asks_for_a_lease_whose_third_is_left_after_the_longest_wait():
+    needed = leases.shortest_covering(datetime.timedelta(seconds=30))
+    assert needed == datetime.timedelta(seconds=45)
+    assert needed - datetime.timedelta(seconds=30) == needed / leases.RENEWALS_PER_LEASE

@@ -206,18 +206,24 @@ def cut_other_connections() -> int:
         return len(ids)
 
 
-def test_a_cut_database_connection_fails_the_run_clearly_and_the_next_instance_takes_over():
+def test_a_cut_database_connection_ends_in_one_recorded_success():
     if connection.vendor == "sqlite":
         pytest.skip("SQLite is a file opened by the process: there is no connection to cut")
     [cut] = start("charge_steps", "--window", WINDOW, "--lease", "30", "--steps", "50")
     read_until(cut, "step 0 done")
     assert cut_other_connections() >= 1
     result = cut.finish()
+    run = JobRun.objects.get()
+    if result.returncode == 0:
+        # PostgreSQL: the fenced step that met the cut wrote nothing and is
+        # entered again on a fresh connection (jobclaims.retries).
+        assert (run.status, run.attempt) == (JobRun.Status.SUCCEEDED, 1)
+        return
+    # MariaDB: the cut ends the step's transaction as it resets autocommit,
+    # in the job: the run fails, recorded failed, and the next one takes over.
     assert result.returncode == 1
     assert "OperationalError" in result.stderr or "InterfaceError" in result.stderr
-    run = JobRun.objects.get()
     assert run.status == JobRun.Status.FAILED
-
     [next_run] = race("charge_steps", "--window", WINDOW, "--pause", "0", instances=1)
     assert next_run.outcome == "ran", next_run
     run = JobRun.objects.get()

@@ -163,3 +163,45 @@ def test_with_an_asynchronous_lagging_standby_a_failover_runs_the_window_again(p
     # standby never received the claim, so its instance ran the window too.
     report(capsys, "asynchronous, standby lagging (cut off)", runs)
     assert sum(runs.values()) == TRIALS
+
+
+def test_a_cut_standby_rejoins_and_a_promoted_primary_gets_a_standby_again(pair):
+    pair.do("reset", "on")
+    pair.do("cut")
+    pair.do("rejoin")  # Streams again: a claim's commit is acknowledged.
+    first = job(pair.primary)
+    assert first.communicate(timeout=60)[0].count("charging as attempt") == 1
+    pair.do("crash-primary")
+    pair.do("promote")
+    pair.do("rebuild", "on")
+    # The promoted server's data is the primary's again, on the same URL,
+    # with a synchronous standby: the window's success stands, and the
+    # next window's claim is acknowledged.
+    again = job(pair.primary)
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
+    assert "already succeeded" in out
+    other_window = subprocess.run(
+        [sys.executable, "-m", "django", "charge_ledger", "--window", "2026-11-29T11:00"],
+        env=job_environment(pair.primary),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "charging as attempt 1" in other_window.stdout, other_window.stderr
+
+
+def test_a_lease_a_standby_may_outwait_is_warned_of(pair):
+    pair.do("reset", "on")
+    check = [sys.executable, "-m", "django", "check", "--database", "default", "--tag", "jobclaims"]
+    # The default lease, 10 minutes, covers a 60 s wait, not a 600 s one;
+    # the test job tick's 6 s covers neither.
+    for timeout, warned in (("60", False), ("600", True)):
+        env = {**job_environment(pair.primary), "TESTS_STANDBY_TIMEOUT": timeout}
+        done = subprocess.run(check, env=env, capture_output=True, text=True, timeout=60)
+        assert "(jobclaims.W004) tick's lease is 6 s" in done.stderr
+        assert ("(jobclaims.W004) JOBCLAIMS['DEFAULT_LEASE'] is 600 s" in done.stderr) is warned
+    pair.do("mode", "async")
+    env = {**job_environment(pair.primary), "TESTS_STANDBY_TIMEOUT": "600"}
+    done = subprocess.run(check, env=env, capture_output=True, text=True, timeout=60)
+    assert "jobclaims.W004" not in done.stderr + done.stdout

@@ -54,6 +54,7 @@ from jobclaims import engine, leases
 from jobclaims.claiming import holding, validate_max_run_time, validate_wait, window_key
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
+from jobclaims.exceptions import LeaseLapsed
 from jobclaims.models import JobRun
 from jobclaims.states import Reason, Refusal
 from jobclaims.windows import WindowSpec, resolve
@@ -136,6 +137,11 @@ class ClaimedTask(Task):
         except Retry as retry:
             _keep_for_retry(run, retry, lease)
             raise
+        except LeaseLapsed:
+            # The claim came back too late to start on: as refused by a row
+            # it did not see, try again at once (its lease may be free now).
+            refusal = Refusal(self.name, window, Reason.HELD)
+            return self._refused(refusal, lease, headers.get(WAIT_HEADER))
 
     def retry(self, *args: Any, **options: Any) -> Any:
         """Retry for the same window, as its holder if this call holds it."""

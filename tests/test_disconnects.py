@@ -1,0 +1,121 @@
+"""What a claim does when the database server ends its connection, or cannot
+be reached: it tries again from a fresh connection, and a command that
+cannot claim says so in one line.
+
+Real faults of a real server: the session is ended by another one
+(``pg_terminate_backend``, ``KILL``), the port has no server behind it.
+SQLite has no connection to lose.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.db import DatabaseError, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from jobclaims import retries
+from jobclaims.models import JobRun
+from tests.settings import BASE_DIR
+from tests.testapp.models import Charge
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        os.environ.get("DATABASE_URL", "").startswith("sqlite")
+        or not os.environ.get("DATABASE_URL"),
+        reason="SQLite has no connection to lose",
+    ),
+]
+
+WINDOW = "2026-12-02T03:00+00:00"
+LEASE = datetime.timedelta(seconds=30)
+
+
+@pytest.fixture
+def other() -> Iterator[BaseDatabaseWrapper]:
+    """Another session on the test database, to end ours from."""
+    session = connections.create_connection("default")
+    yield session
+    session.close()
+
+
+def end_our_session(other: BaseDatabaseWrapper) -> None:
+    """End the test's own connection from ``other``, as a crash or an operator would."""
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_backend_pid()"
+            if connection.vendor == "postgresql"
+            else "SELECT CONNECTION_ID()"
+        )
+        (session_id,) = cursor.fetchone()
+    with other.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_terminate_backend(%s)", [session_id])
+        else:
+            cursor.execute(f"KILL {int(session_id)}")
+
+
+def test_a_claim_whose_session_the_server_ended_claims_from_a_fresh_connection(other):
+    end_our_session(other)
+    run = JobRun.objects.claim("charge_ledger", WINDOW, lease=LEASE)
+    assert run is not None
+    assert JobRun.objects.get().token == run.token
+
+
+def test_a_release_whose_session_the_server_ended_records_the_outcome(other):
+    run = JobRun.objects.claim("charge_ledger", WINDOW, lease=LEASE)
+    assert run is not None
+    end_our_session(other)
+    assert run.release(JobRun.Status.SUCCEEDED)
+    assert JobRun.objects.get().status == JobRun.Status.SUCCEEDED
+
+
+def test_an_ended_session_and_a_refused_connection_are_disconnects(other):
+    end_our_session(other)
+    with pytest.raises(DatabaseError) as ended, connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    connection.close()
+    assert retries.is_disconnect(ended.value)
+    refused = type(connections["default"])(
+        {**connection.settings_dict, "PORT": "1"}, alias="default"
+    )
+    with pytest.raises(DatabaseError) as error:
+        refused.ensure_connection()
+    assert retries.is_disconnect(error.value)
+    assert retries.is_transient(error.value)
+
+
+def without_a_server(url: str) -> str:
+    """``url`` pointed at a port with no server behind it."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:1"))
+
+
+def test_a_job_that_cannot_reach_its_database_says_so_in_one_line_and_does_not_run():
+    # With no server, no database to count charges in: the job prints one.
+    job = subprocess.run(
+        [sys.executable, "-m", "django", "charge_ledger", "--window", WINDOW],
+        capture_output=True,
+        text=True,
+        cwd=BASE_DIR,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": without_a_server(os.environ["DATABASE_URL"]),
+        },
+        timeout=60,
+    )
+    assert job.returncode == 1
+    assert "charging" not in job.stdout
+    [line] = job.stderr.splitlines()
+    assert line.startswith(f"CommandError: Could not claim charge_ledger {WINDOW}: ")
+    assert line.endswith("so nothing ran; the next run tries again")
+    assert not Charge.objects.exists()
