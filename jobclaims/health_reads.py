@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, SchedulerSeen
+from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, RetiredJob, SchedulerSeen
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import ON_TIME, JobSchedule
 from jobclaims.windows import from_name
@@ -79,13 +79,24 @@ class Facts:
     #: How long the latest successes of each job that is running took, newest first.
     durations: dict[str, list[datetime.timedelta]] = field(default_factory=dict)
     seen: list[SchedulerSeen] = field(default_factory=list)
+    #: The jobs operators retired, by job name.
+    retired: dict[str, RetiredJob] = field(default_factory=dict)
     #: Keys of the look-back's fires or windows that no instance claimed.
     missed: dict[str, list[str]] = field(default_factory=dict)
 
     def known_jobs(self) -> list[str]:
-        """Jobs with a claim, and scheduled jobs, which are in the code."""
+        """Jobs with a claim, and scheduled jobs, which are in the code; but
+        not those retired, unless claimed since."""
         known = sorted({*self.summaries, *self.scheduled})
-        return [job for job in known if self.only in (None, job)]
+        return [job for job in known if self.only in (None, job) and not self.is_retired(job)]
+
+    def is_retired(self, job: str) -> bool:
+        """Whether ``job`` was retired and has not been claimed since."""
+        retired = self.retired.get(job)
+        if retired is None:
+            return False
+        summary = self.summaries.get(job)
+        return summary is None or summary.newest_claimed <= retired.retired_at
 
     def known_since(self, job: str) -> datetime.datetime | None:
         """Since when ``job`` is known to run: its first claim, or the start
@@ -101,6 +112,7 @@ def read(only: str | None = None) -> Facts:
     db = jobclaims_settings.claims_database(JobRun)
     runs = JobRun.objects.all() if only is None else JobRun.objects.filter(job=only)
     facts = Facts(now=database_now(db), only=only, scheduled=scheduled(only))
+    facts.retired = {row.job: row for row in RetiredJob.objects.all()}
     facts.summaries = _summaries(runs)
     _read_newest(facts, runs)
     _read_failures(facts, runs)
