@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.admin.utils import display_for_value, flatten_fieldsets
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -24,7 +24,8 @@ from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview, missed_windows
-from jobclaims.models import JobRun, JobRunQuerySet, SchedulerSeen
+from jobclaims.models import JobRun, JobRunQuerySet, RetiredJob, SchedulerSeen
+from jobclaims.retiring import retire
 from jobclaims.scheduler import schedule_of
 from jobclaims.schedules import describe
 from jobclaims.states import MEANINGS, State
@@ -83,7 +84,7 @@ class JobRunAdmin(admin.ModelAdmin):
     # choice: the filtered count is the only COUNT the page runs.
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
-    actions = ("expire_claims", "reopen_windows")
+    actions = ("expire_claims", "reopen_windows", "retire_jobs")
     fieldsets = (
         (
             None,
@@ -268,6 +269,30 @@ class JobRunAdmin(admin.ModelAdmin):
                 reopened,
             )
             % {"count": reopened},
+            messages.SUCCESS,
+        )
+
+    @admin.action(permissions=["change"], description=_("Retire the selected claims' jobs"))
+    def retire_jobs(self, request: HttpRequest, queryset: JobRunQuerySet) -> None:
+        """Retire each job of the selected claims, as ``jobclaims_retire`` does,
+        and record who did in the admin's history."""
+        jobs = sorted(set(queryset.values_list("job", flat=True)))
+        retired = [retire(job, request.user.get_username()) for job in jobs]
+        assert request.user.pk is not None  # Only a signed-in staff user runs an action.
+        LogEntry.objects.log_actions(
+            user_id=request.user.pk,
+            queryset=RetiredJob.objects.filter(pk__in=[row.pk for row in retired]),
+            action_flag=ADDITION,
+            change_message="Retired the job by hand: health no longer watches it.",
+        )
+        self.message_user(
+            request,
+            ngettext(
+                "Retired %(count)d job: health no longer watches it, until it is claimed again.",
+                "Retired %(count)d jobs: health no longer watches them, until claimed again.",
+                len(retired),
+            )
+            % {"count": len(retired)},
             messages.SUCCESS,
         )
 

@@ -11,6 +11,9 @@ the code. A job is healthy when
 - none of its claims is expired: a holder that died leaves its claim
   ``running`` past its lease;
 - no window or fire of the look-back ended with neither claim nor skip;
+- no run going on is slow: running more than ``SLOW_FACTOR`` times the
+  median of the job's latest successes, and more than ``SLOW_MINIMUM``
+  (``slow_runs()``);
 - for a scheduled job, a scheduler running it was seen lately, and the live
   ones agree on its schedule (``SchedulerSeen``).
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import statistics
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -87,6 +91,44 @@ class SchedulerProblem:
     detail: str
 
 
+#: A run is slow past this many times the median of its job's latest successes...
+SLOW_FACTOR = 3
+#: ... and past this long, so that a job of a few seconds is not slow at ten.
+SLOW_MINIMUM = datetime.timedelta(minutes=1)
+#: A job with fewer successes than this has no usual duration yet.
+SLOW_NEEDS_SUCCESSES = 3
+
+
+@dataclass(frozen=True)
+class SlowRun:
+    """A run going on far longer than its job's runs usually take."""
+
+    run: JobRun
+    #: How long it has run, by the database clock.
+    running_for: datetime.timedelta
+    #: The median duration of the job's latest successes.
+    usual: datetime.timedelta
+
+
+def slow_runs(
+    running: list[JobRun], durations: list[datetime.timedelta], now: datetime.datetime
+) -> list[SlowRun]:
+    """The runs of ``running`` that are slow, judged from their job's latest
+    successes' ``durations``.
+
+    A median, not a mean or a maximum: one run that once hung does not make
+    hanging usual. ``max_run_time`` needs no rule of its own here: past it
+    the lease stops renewing, and the run is a dead holder when it ends.
+    """
+    if len(durations) < SLOW_NEEDS_SUCCESSES:
+        return []
+    usual = datetime.timedelta(seconds=statistics.median(d.total_seconds() for d in durations))
+    limit = max(SLOW_FACTOR * usual, SLOW_MINIMUM)
+    return [
+        SlowRun(run, now - run.claimed_at, usual) for run in running if now - run.claimed_at > limit
+    ]
+
+
 @dataclass(frozen=True)
 class JobHealth:
     """One job's health; ``problems`` says in words what is wrong, if anything."""
@@ -108,6 +150,8 @@ class JobHealth:
     scheduled: bool = False
     #: No scheduler is live, or the live ones run different schedules.
     schedulers: SchedulerProblem | None = None
+    #: Runs going on far longer than the job's usual duration (``slow_runs()``).
+    slow: list[SlowRun] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
@@ -123,6 +167,7 @@ class JobHealth:
                 ("failed", self.failed is not None),
                 ("dead holder", bool(self.dead)),
                 ("missed", bool(self.missed)),
+                ("slow", bool(self.slow)),
                 (self.schedulers.kind if self.schedulers else "", self.schedulers is not None),
             )
             if wrong
@@ -154,6 +199,12 @@ class JobHealth:
                 f"missed: {len(self.missed)} of its windows in the last "
                 f"{durations.short(jobclaims_settings.missed_look_back)} had no claim "
                 f"(latest: {shown})"
+            )
+        for slow in self.slow:
+            found.append(
+                f"slow: the {slow.run.window} run of {slow.run.owner} has run for "
+                f"{durations.short(slow.running_for)}, over {SLOW_FACTOR} times its usual "
+                f"{durations.short(slow.usual)}"
             )
         if self.schedulers is not None:
             found.append(f"{self.schedulers.kind}: {self.schedulers.detail}")
@@ -219,6 +270,7 @@ def _health(facts: health_reads.Facts, job: str) -> JobHealth:
         missed=facts.missed.get(job, []),
         scheduled=scheduled is not None,
         schedulers=_schedulers(facts, scheduled) if scheduled else None,
+        slow=slow_runs(facts.running.get(job, []), facts.durations.get(job, []), facts.now),
     )
 
 

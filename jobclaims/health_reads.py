@@ -14,19 +14,25 @@ import itertools
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import or_
+from typing import cast
 
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, F, Max, Min, Q, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, SchedulerSeen
+from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, RetiredJob, SchedulerSeen
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import ON_TIME, JobSchedule
 from jobclaims.windows import from_name
 
 #: Health counts at most this many missed fires or windows per job.
 MISSED_COUNTED = 1000
+
+#: A running job's usual duration is judged from at most this many of its
+#: latest successes.
+DURATIONS_COUNTED = 20
 
 SUCCEEDED = Q(status=JobRun.Status.SUCCEEDED)
 FAILED = Q(status=JobRun.Status.FAILED)
@@ -68,14 +74,29 @@ class Facts:
     failed: dict[str, JobRun] = field(default_factory=dict)
     failures_in_a_row: dict[str, int] = field(default_factory=dict)
     dead: dict[str, list[JobRun]] = field(default_factory=dict)
+    #: Claims whose holder's lease holds: runs going on now.
+    running: dict[str, list[JobRun]] = field(default_factory=dict)
+    #: How long the latest successes of each job that is running took, newest first.
+    durations: dict[str, list[datetime.timedelta]] = field(default_factory=dict)
     seen: list[SchedulerSeen] = field(default_factory=list)
+    #: The jobs operators retired, by job name.
+    retired: dict[str, RetiredJob] = field(default_factory=dict)
     #: Keys of the look-back's fires or windows that no instance claimed.
     missed: dict[str, list[str]] = field(default_factory=dict)
 
     def known_jobs(self) -> list[str]:
-        """Jobs with a claim, and scheduled jobs, which are in the code."""
+        """Jobs with a claim, and scheduled jobs, which are in the code; but
+        not those retired, unless claimed since."""
         known = sorted({*self.summaries, *self.scheduled})
-        return [job for job in known if self.only in (None, job)]
+        return [job for job in known if self.only in (None, job) and not self.is_retired(job)]
+
+    def is_retired(self, job: str) -> bool:
+        """Whether ``job`` was retired and has not been claimed since."""
+        retired = self.retired.get(job)
+        if retired is None:
+            return False
+        summary = self.summaries.get(job)
+        return summary is None or summary.newest_claimed <= retired.retired_at
 
     def known_since(self, job: str) -> datetime.datetime | None:
         """Since when ``job`` is known to run: its first claim, or the start
@@ -91,11 +112,13 @@ def read(only: str | None = None) -> Facts:
     db = jobclaims_settings.claims_database(JobRun)
     runs = JobRun.objects.all() if only is None else JobRun.objects.filter(job=only)
     facts = Facts(now=database_now(db), only=only, scheduled=scheduled(only))
+    facts.retired = {row.job: row for row in RetiredJob.objects.all()}
     facts.summaries = _summaries(runs)
     _read_newest(facts, runs)
     _read_failures(facts, runs)
     for run in runs.expired().order_by("claimed_at", "pk"):
         facts.dead.setdefault(run.job, []).append(run)
+    _read_running(facts, runs)
     facts.seen = list(SchedulerSeen.objects.order_by("started_at", "pk"))
     _read_missed(facts)
     return facts
@@ -172,6 +195,29 @@ def _read_failures(facts: Facts, runs: JobRunQuerySet) -> None:
     counts = runs.filter(FAILED).filter(since_success).order_by().values("job")
     for row in counts.annotate(failures=Count("pk")):
         facts.failures_in_a_row[row["job"]] = row["failures"]
+
+
+def _read_running(facts: Facts, runs: JobRunQuerySet) -> None:
+    """The runs going on now, and how long their jobs' latest successes took:
+    the newest ``DURATIONS_COUNTED`` of each running job, in one query."""
+    for run in runs.active().order_by("claimed_at", "pk"):
+        facts.running.setdefault(run.job, []).append(run)
+    if not facts.running:
+        return
+    latest = (
+        runs.filter(SUCCEEDED, job__in=facts.running, finished_at__isnull=False)
+        .annotate(
+            newness=Window(
+                RowNumber(), partition_by=F("job"), order_by=[F("finished_at").desc(), F("pk")]
+            )
+        )
+        .filter(newness__lte=DURATIONS_COUNTED)
+        .order_by("job", "newness")
+        .values_list("job", "claimed_at", "finished_at")
+    )
+    for job, claimed_at, finished_at in latest:
+        ended = cast(datetime.datetime, finished_at)  # Filtered on: never None here.
+        facts.durations.setdefault(job, []).append(ended - claimed_at)
 
 
 def _read_missed(facts: Facts) -> None:

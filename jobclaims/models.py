@@ -773,3 +773,29 @@ class JobPause(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} paused by {self.paused_by}"
+
+
+class RetiredJob(models.Model):
+    """A job an operator retired: removed or renamed in the code, so that
+    health stops watching it, while its claims stay for history.
+
+    A claim of the job made after ``retired_at`` brings it back under watch
+    (``jobclaims.health_reads``): a job that runs again is not retired.
+    """
+
+    job = models.CharField(_("job"), max_length=200)
+    retired_by = models.CharField(
+        _("retired by"), max_length=150, help_text=_("The OS user or admin user who retired it.")
+    )
+    retired_at = models.DateTimeField(_("retired at"), db_default=DatabaseNow())
+    reason = models.TextField(_("reason"), blank=True)
+
+    objects = ClaimsDatabaseManager["RetiredJob"]()
+
+    class Meta:
+        verbose_name = _("retired job")
+        verbose_name_plural = _("retired jobs")
+        constraints = [models.UniqueConstraint(fields=["job"], name="jobclaims_retired_job_uniq")]
+
+    def __str__(self) -> str:
+        return self.job
