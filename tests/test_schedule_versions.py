@@ -105,7 +105,9 @@ def test_a_first_deploy_runs_no_fire_from_before_it():
 def test_a_schedule_back_in_force_catches_up_none_of_the_other_schedules_time():
     first, second = "*/15 * * * *", "0 0 * * *"
     for schedule in (first, second):
-        ScheduleVersion.objects.create(job=JOB, fingerprint=fingerprint(schedule), schedule=schedule)
+        ScheduleVersion.objects.create(
+            job=JOB, fingerprint=fingerprint(schedule), schedule=schedule
+        )
     now = database_now()
     ScheduleVersion.objects.filter(schedule=first).update(since=now - 3 * DAY)
     ScheduleVersion.objects.filter(schedule=second).update(since=now - 2 * DAY)
