@@ -799,3 +799,35 @@ class RetiredJob(models.Model):
 
     def __str__(self) -> str:
         return self.job
+
+
+class ScheduleVersion(models.Model):
+    """When a job's schedule came into force, one row per schedule it had.
+
+    Catching up counts only the fires a schedule had due while it was in
+    force: a fire from before ``since`` was never due, whatever claims a
+    backfill or an older schedule left (``jobclaims.schedule_versions``).
+    """
+
+    job = models.CharField(_("job"), max_length=200)
+    fingerprint = models.CharField(
+        _("fingerprint"),
+        max_length=16,
+        help_text=_("A digest of the schedule and the time zone it is read in."),
+    )
+    schedule = models.CharField(_("schedule"), max_length=255)
+    since = models.DateTimeField(_("in force since"), db_default=DatabaseNow())
+
+    objects = ClaimsDatabaseManager["ScheduleVersion"]()
+
+    class Meta:
+        verbose_name = _("schedule version")
+        verbose_name_plural = _("schedule versions")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "fingerprint"], name="jobclaims_schedule_version_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.schedule!r} since {self.since}"

@@ -42,7 +42,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 
-from jobclaims import attempts, pauses, windows
+from jobclaims import attempts, pauses, schedule_versions, windows
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.commands import JobCommand
 from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, jobclaims_settings
@@ -205,6 +205,8 @@ class Scheduler:
         self.signum: int | None = None
         #: This scheduler's row in SchedulerSeen, for health to see it alive.
         self.seen = SeenRecorder(jobs)
+        #: Per job, when its schedule came into force (recorded at its first look).
+        self.in_force: dict[str, datetime.datetime] = {}
 
     def run_forever(self) -> None:
         """Start due jobs until SIGTERM or SIGINT, then pass it on and wait."""
@@ -359,7 +361,7 @@ class Scheduler:
                 self.catching_up.add(job.job)
             return missed
         fire = job.due(now)
-        if fire is None or self.tried.get(job.job) == fire:
+        if fire is None or self.tried.get(job.job) == fire or fire < self._oldest_due(job):
             return []
         key = job.key(fire)
         if now - fire > ON_TIME and self._settled_or_held(job, key):
@@ -441,19 +443,29 @@ class Scheduler:
             return True
         return bool(pauses.refused_windows(job.job, [key]))
 
+    def _oldest_due(self, job: JobSchedule) -> datetime.datetime:
+        """The oldest fire ``job``'s schedule had due: one on time as it came
+        into force. Anything older was never due, so never missed."""
+        if job.job not in self.in_force:
+            self.in_force[job.job] = schedule_versions.in_force_since(job)
+        return self.in_force[job.job] - ON_TIME
+
     def _unclaimed(
         self, job: JobSchedule, now: datetime.datetime
     ) -> list[tuple[datetime.datetime, str]]:
-        """Fires since the job's newest claim that no claim holds, oldest first."""
+        """Fires since the job's newest claim that no claim holds, oldest first,
+        none from before the schedule came into force."""
+        oldest = self._oldest_due(job)
         runs = JobRun.objects.filter(job=job.job)
         newest = runs.order_by("-claimed_at").first()
         if newest is None:
             latest = job.cron.latest_fire(now)
-            return [] if latest is None else [(latest, job.key(latest))]
+            return [] if latest is None or latest < oldest else [(latest, job.key(latest))]
         try:
             anchor = windows._moment(newest.window)
         except ValueError:
             anchor = newest.claimed_at - (job.window.longest if job.window else ON_A_DAY)
+        anchor = max(anchor, oldest)
         fires = job.missed_since(anchor - datetime.timedelta(microseconds=1), now)
         keys = [key for _, key in fires]
         claimed = set(runs.filter(window__in=keys).values_list("window", flat=True))

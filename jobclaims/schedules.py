@@ -48,7 +48,8 @@ ON_TIME = datetime.timedelta(minutes=1)
 _COMPARED_FIRES = 10_000
 _COMPARED_SPAN = datetime.timedelta(days=400)
 
-#: Catching up (``misfire = "all"``) looks back this many fires at most.
+#: Catching up (``misfire = "all"``) reads this many fires per look at most,
+#: the oldest first; the next look goes on from the newest it claimed.
 CATCH_UP_LIMIT = 100
 
 
@@ -66,7 +67,8 @@ class Misfire:
     #: ``misfire_deadline`` (no deadline: any age). The default.
     LATEST = "latest"
     #: Run every missed fire since the job's newest claim, oldest first, one
-    #: at a time (at most ``CATCH_UP_LIMIT``).
+    #: at a time (``CATCH_UP_LIMIT`` fires read per look), none from before
+    #: the schedule came into force.
     ALL = "all"
 
     choices = (SKIP, LATEST, ALL)
@@ -312,9 +314,9 @@ class JobSchedule:
     def missed_since(
         self, anchor: datetime.datetime, now: datetime.datetime
     ) -> list[tuple[datetime.datetime, str]]:
-        """Fires after ``anchor`` up to ``now``, oldest first, at most ``CATCH_UP_LIMIT``."""
-        fires = list(itertools.islice(self.cron.fires_before(now), CATCH_UP_LIMIT))
-        return [(fire, self.key(fire)) for fire in reversed(fires) if fire > anchor]
+        """The oldest ``CATCH_UP_LIMIT`` fires after ``anchor`` up to ``now``, oldest first."""
+        due = itertools.takewhile(lambda fire: fire <= now, self.cron.fires_after(anchor))
+        return [(fire, self.key(fire)) for fire in itertools.islice(due, CATCH_UP_LIMIT)]
 
 
 @dataclass(frozen=True)

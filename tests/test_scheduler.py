@@ -14,7 +14,8 @@ import pytest
 
 from jobclaims import testing
 from jobclaims.clock import database_now
-from jobclaims.models import JobRun, JobSkip
+from jobclaims.models import JobRun, JobSkip, ScheduleVersion
+from jobclaims.schedule_versions import fingerprint
 from jobclaims.scheduler import Child, Scheduler, scheduled_jobs
 from jobclaims.schedules import JobSchedule
 from jobclaims.testing import start
@@ -30,6 +31,17 @@ FLEET_SECONDS = 30
 KILL_AFTER = 16
 #: Time enough for a started job to have run.
 WINDUP = datetime.timedelta(seconds=5)
+
+
+@pytest.fixture(autouse=True)
+def schedules_long_in_force():
+    """These tests' schedules were in force well before any fire they look at."""
+    for job in scheduled_jobs():
+        expression = job.cron.expression
+        ScheduleVersion.objects.create(
+            job=job.job, fingerprint=fingerprint(expression), schedule=expression
+        )
+    ScheduleVersion.objects.update(since=database_now() - 30 * DAY)
 
 
 def the_job(name: str) -> JobSchedule:

@@ -1,0 +1,42 @@
+"""When each job's schedule came into force, so catching up never reaches before it.
+
+A scheduler records, as it starts, one ``ScheduleVersion`` row per job and
+schedule: insert-if-absent, so a fleet of hosts with one schedule writes
+one row, its ``since`` from the database clock of the first. A schedule
+that comes back into force (an edit reverted) starts anew: the fires of
+the schedule in between were never this one's.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+
+from django.conf import settings
+
+from jobclaims.clock import DatabaseNow
+from jobclaims.models import ScheduleVersion
+from jobclaims.schedules import JobSchedule
+
+
+def fingerprint(expression: str) -> str:
+    """A digest of what decides a schedule's fire times: the expression and the zone."""
+    text = f"{expression.strip()}\n{settings.TIME_ZONE}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def in_force_since(job: JobSchedule) -> datetime.datetime:
+    """When ``job``'s schedule came into force, recording it now if it is new."""
+    versions = ScheduleVersion.objects.filter(job=job.job)
+    mine = fingerprint(job.cron.expression)
+    newest = versions.order_by("-since").values_list("fingerprint", "since").first()
+    if newest is not None and newest[0] == mine:
+        return newest[1]
+    ScheduleVersion.objects.bulk_create(
+        [ScheduleVersion(job=job.job, fingerprint=mine, schedule=job.cron.expression[:255])],
+        ignore_conflicts=True,
+    )
+    if newest is not None:
+        # In force again after another schedule, or first recorded just now.
+        versions.filter(fingerprint=mine).update(since=DatabaseNow())
+    return versions.get(fingerprint=mine).since

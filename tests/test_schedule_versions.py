@@ -1,0 +1,122 @@
+"""Catching up counts only the fires a schedule had due while it was in force.
+
+Real scheduler and job processes; runs are counted from the job's own
+charges, not from jobclaims' table.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun, ScheduleVersion
+from jobclaims.schedule_versions import fingerprint
+from jobclaims.schedules import ON_TIME, CronSchedule
+from jobclaims.testing import start
+from tests.testapp.models import Charge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+JOB = "rescheduled"
+DAY = datetime.timedelta(days=1)
+
+
+def deployed(schedule: str, misfire: str = "all") -> dict[str, str]:
+    """The environment of a deploy whose ``rescheduled`` job has ``schedule``."""
+    return {"RESCHEDULED_SCHEDULE": schedule, "RESCHEDULED_MISFIRE": misfire}
+
+
+def run(*args: str, env: dict[str, str]) -> None:
+    (process,) = start(*args, env=env)
+    result = process.finish(timeout=120)
+    assert result.returncode == 0, result
+
+
+def scheduler_once(env: dict[str, str]) -> None:
+    run("jobclaims_scheduler", "--once", "--job", JOB, env=env)
+
+
+def charged() -> list[datetime.datetime]:
+    """The fire each run charged for, oldest first."""
+    windows = Charge.objects.filter(job=JOB).values_list("window", flat=True)
+    return sorted(datetime.datetime.fromisoformat(window) for window in windows)
+
+
+def in_force_since(schedule: str) -> datetime.datetime:
+    return ScheduleVersion.objects.get(job=JOB, fingerprint=fingerprint(schedule)).since
+
+
+def test_a_backfill_of_an_old_window_makes_no_catch_up_of_the_fires_since():
+    schedule = "* * * * *"
+    env = deployed(schedule)
+    cron = CronSchedule(schedule)
+    backfilled = cron.latest_fire(database_now() - datetime.timedelta(minutes=20))
+    assert backfilled is not None
+    run(JOB, "--window", cron.key(backfilled), env=env)
+    deploy = database_now()
+
+    scheduler_once(env)
+
+    # The backfilled run, and the fire due as the schedule came into force.
+    assert charged()[0] == backfilled
+    assert [fire for fire in charged()[1:] if fire < deploy - ON_TIME] == []
+    assert len(charged()) == 2
+    assert in_force_since(schedule) >= deploy
+
+
+def test_a_schedule_edit_catches_up_no_fire_from_before_the_edit():
+    now = database_now()
+    old, new = "0 0 * * *", "*/15 * * * *"
+    midnight = CronSchedule(old).latest_fire(now)
+    assert midnight is not None
+    ScheduleVersion.objects.create(job=JOB, fingerprint=fingerprint(old), schedule=old)
+    ScheduleVersion.objects.filter(job=JOB).update(since=midnight - 3 * DAY)
+    for days in (2, 1, 0):
+        fire = midnight - days * DAY
+        JobRun.objects.create(
+            job=JOB,
+            window=CronSchedule(old).key(fire),
+            status=JobRun.Status.SUCCEEDED,
+            claimed_at=fire,
+            expires_at=fire,
+            finished_at=fire,
+            owner="old deploy",
+        )
+
+    scheduler_once(deployed(new))
+
+    # No quarter hour since midnight; a fire on time at the edit may run.
+    assert [fire for fire in charged() if fire < now - ON_TIME] == []
+    assert len(charged()) <= 1
+    assert in_force_since(new) >= now
+
+
+def test_a_first_deploy_runs_no_fire_from_before_it():
+    schedule = "5 2 * * *"
+    deploy = database_now()
+    scheduler_once(deployed(schedule, misfire="latest"))
+
+    assert [fire for fire in charged() if fire < deploy - ON_TIME] == []
+    assert in_force_since(schedule) >= deploy
+
+
+def test_a_schedule_back_in_force_catches_up_none_of_the_other_schedules_time():
+    first, second = "*/15 * * * *", "0 0 * * *"
+    for schedule in (first, second):
+        ScheduleVersion.objects.create(
+            job=JOB, fingerprint=fingerprint(schedule), schedule=schedule
+        )
+    now = database_now()
+    ScheduleVersion.objects.filter(schedule=first).update(since=now - 3 * DAY)
+    ScheduleVersion.objects.filter(schedule=second).update(since=now - 2 * DAY)
+    key = CronSchedule(first).key(now - 3 * DAY + datetime.timedelta(minutes=15))
+    JobRun.objects.create(
+        job=JOB, window=key, status=JobRun.Status.SUCCEEDED, expires_at=now, owner="old deploy"
+    )
+
+    scheduler_once(deployed(first))
+
+    assert [fire for fire in charged() if fire < now - ON_TIME] == []
+    assert in_force_since(first) >= now
