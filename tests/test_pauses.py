@@ -17,7 +17,7 @@ from jobclaims.models import JobPause, JobRun, JobSkip
 from jobclaims.scheduler import Scheduler, scheduled_jobs
 from jobclaims.states import Reason, Refusal
 from jobclaims.testing import race, start
-from tests.helpers import run_command, wait_until
+from tests.helpers import run_command, schedules_in_force_since, wait_until
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -212,6 +212,7 @@ def test_a_claimed_celery_task_of_a_paused_job_is_refused_then_runs_resumed():
 
 def test_fires_a_pause_refused_are_not_caught_up_by_the_misfire_policy_after_the_resume():
     job = next(each for each in scheduled_jobs() if each.job == "nightly_all")
+    schedules_in_force_since(datetime.timedelta(days=30))
     now = database_now()
     latest = job.cron.latest_fire(now)
     assert latest is not None

@@ -14,12 +14,11 @@ import pytest
 
 from jobclaims import testing
 from jobclaims.clock import database_now
-from jobclaims.models import JobRun, JobSkip, ScheduleVersion
-from jobclaims.schedule_versions import fingerprint
+from jobclaims.models import JobRun, JobSkip
 from jobclaims.scheduler import Child, Scheduler, scheduled_jobs
 from jobclaims.schedules import JobSchedule
 from jobclaims.testing import start
-from tests.helpers import run_command
+from tests.helpers import run_command, schedules_in_force_since
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,12 +35,7 @@ WINDUP = datetime.timedelta(seconds=5)
 @pytest.fixture(autouse=True)
 def schedules_long_in_force():
     """These tests' schedules were in force well before any fire they look at."""
-    for job in scheduled_jobs():
-        expression = job.cron.expression
-        ScheduleVersion.objects.create(
-            job=job.job, fingerprint=fingerprint(expression), schedule=expression
-        )
-    ScheduleVersion.objects.update(since=database_now() - 30 * DAY)
+    schedules_in_force_since(30 * DAY)
 
 
 def the_job(name: str) -> JobSchedule:
