@@ -43,7 +43,11 @@ def main(path: str, jobs: int, expression: str) -> None:
         for number in range(jobs)
     ]
     plain_argv = scheduler.child_argv
-    scheduler.child_argv = lambda job, key, run: [*plain_argv(job, key, run), "--name", job.job]  # type: ignore[assignment]
+    scheduler.child_argv = lambda job, key, run, verbosity=1: [  # type: ignore[assignment]
+        *plain_argv(job, key, run, verbosity),
+        "--name",
+        job.job,
+    ]
 
     figures: dict[str, Any] = {"won": 0, "lost": 0, "won_statements": [], "lost_statements": []}
     statements: list[str] = []
