@@ -122,6 +122,7 @@ def test_an_operator_sees_the_claims_filters_them_and_expires_a_stuck_one(
         "2026-11-27",
         error="Traceback (most recent call last):\nConnectionError: mail server down",
     )
+    claim_in_state(State.RETRYING, "sync_ledger", "2026-11-26", failures=1)
     log_in(browser, live_server, operator)
 
     assert badges(browser) == {
@@ -129,6 +130,7 @@ def test_an_operator_sees_the_claims_filters_them_and_expires_a_stuck_one(
         "2026-11-29T09:00+00:00": "⚠ expired",
         "2026-11-28": "✓ succeeded",
         "2026-11-27": "✕ failed",
+        "2026-11-26": "↻ retrying",
     }
     summary = browser.find_element(By.CSS_SELECTOR, ".jobclaims-summary").text
     assert summary == "1 active, 1 expired"
