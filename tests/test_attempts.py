@@ -164,7 +164,10 @@ def test_once_on_three_hosts_at_a_failing_fire_runs_it_once_per_attempt_the_poli
                 line, _ = next(lines)
                 sleep_until(trial_fire + offset * SECOND)
                 line.release()
-        results = [instance.finish(timeout=60) for _, instance in held]
+        # Four attempts, each a process start and a failure, and their
+        # backoffs: a minute on an idle machine, more beside a loaded one's
+        # other fleets. A bound against a hang, not a timing.
+        results = [instance.finish(timeout=180) for _, instance in held]
     finally:
         for line, instance in held:
             line.release()
