@@ -292,7 +292,10 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         claim_statements(connections[db])
         # Read before any claim row, however the job was started: a paused
         # job starts no run (jobclaims.pauses).
-        if (paused := JobPause.objects.db_manager(db).refusal(job, window)) is not None:
+        # A lost connection is tried again from a fresh one, as the claim is.
+        pauses = JobPause.objects.db_manager(db)
+        paused = retries.retrying(connections[db], lambda: pauses.refusal(job, window))
+        if paused is not None:
             return engine.step_aside(self, db, new, paused)
         outcome = engine.claim(self, db, new, lease, force, details, take_failed)
         # The engine hands back the row it was given or read from this table.
