@@ -14,6 +14,7 @@ committed data and, for SQLite, be a file other processes can open.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import subprocess
@@ -176,6 +177,29 @@ def assert_ran_once(results: list[InstanceResult]) -> None:
         raise AssertionError(
             f"{len(ran)} of {len(results)} instances ran; expected exactly 1:\n{report}"
         )
+
+
+def schedules_in_force_since(ago: datetime.timedelta) -> None:
+    """Record every scheduled job's schedule as in force since ``ago`` before
+    now, by the database clock.
+
+    The scheduler runs only fires due while a schedule was in force, and a
+    test database starts with none recorded: without this, a test's first
+    scheduler would count today's fire as from before its deploy, and leave
+    it out.
+    """
+    # Imported here: pytest loads this module before Django's apps are ready.
+    from jobclaims.clock import database_now
+    from jobclaims.models import ScheduleVersion
+    from jobclaims.schedule_versions import fingerprint
+    from jobclaims.scheduler import scheduled_jobs
+
+    for job in scheduled_jobs():
+        expression = job.cron.expression
+        ScheduleVersion.objects.get_or_create(
+            job=job.job, fingerprint=fingerprint(expression), defaults={"schedule": expression}
+        )
+    ScheduleVersion.objects.update(since=database_now() - ago)
 
 
 class RaceTestCase(TransactionTestCase):

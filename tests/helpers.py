@@ -6,7 +6,6 @@ Fixtures live in conftest.py; claims in a chosen state in factories.py.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import subprocess
@@ -94,20 +93,3 @@ def run_python(code: str, *, env: dict[str, str]) -> subprocess.CompletedProcess
         text=True,
         timeout=60,
     )
-
-
-def schedules_in_force_since(ago: datetime.timedelta) -> None:
-    """Record every scheduled job's schedule as in force this long ago, for
-    tests of fires from before the scheduler they start (catch-up leaves out
-    fires from before a schedule came into force)."""
-    from jobclaims.clock import database_now
-    from jobclaims.models import ScheduleVersion
-    from jobclaims.schedule_versions import fingerprint
-    from jobclaims.scheduler import scheduled_jobs
-
-    for job in scheduled_jobs():
-        expression = job.cron.expression
-        ScheduleVersion.objects.get_or_create(
-            job=job.job, fingerprint=fingerprint(expression), defaults={"schedule": expression}
-        )
-    ScheduleVersion.objects.update(since=database_now() - ago)

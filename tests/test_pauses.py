@@ -16,8 +16,8 @@ from jobclaims.exceptions import NotClaimed, UnknownJob
 from jobclaims.models import JobPause, JobRun, JobSkip
 from jobclaims.scheduler import Scheduler, scheduled_jobs
 from jobclaims.states import Reason, Refusal
-from jobclaims.testing import race, start
-from tests.helpers import run_command, schedules_in_force_since, wait_until
+from jobclaims.testing import race, schedules_in_force_since, start
+from tests.helpers import run_command, wait_until
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)

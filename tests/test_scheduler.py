@@ -17,8 +17,8 @@ from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.scheduler import Child, Scheduler, scheduled_jobs
 from jobclaims.schedules import JobSchedule
-from jobclaims.testing import start
-from tests.helpers import run_command, schedules_in_force_since
+from jobclaims.testing import schedules_in_force_since, start
+from tests.helpers import run_command
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
