@@ -534,6 +534,10 @@ class Scheduler:
                 self.say(f"{name} again: passing it on to the running jobs")
                 self.pass_on(signum)
                 return
+            # Set before saying so: a second signal can arrive while this
+            # one writes, and runs this handler inside the write.
+            self.signum = signum
+            self.stopping.set()
             if self.children:
                 self.say(
                     f"Stopping on {name}: no new jobs start; the running ones have "
@@ -541,8 +545,6 @@ class Scheduler:
                 )
             else:
                 self.say(f"Stopping on {name}: no new jobs start")
-            self.signum = signum
-            self.stopping.set()
 
         previous = {
             signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)

@@ -22,8 +22,9 @@ from tests.testapp.models import Charge
 pytestmark = pytest.mark.django_db(transaction=True)
 
 HOSTS = 4
-#: How long slow_charge works: longer than the short grace, shorter than the long one.
-HOLD = "2"
+#: How long slow_charge works: longer than the short grace, by enough that a
+#: loaded machine still stops it mid-work; shorter than the long grace.
+HOLD = "3"
 SHORT_GRACE, LONG_GRACE = "0.5", "30"
 #: Whom a stop signals: the scheduler, or the scheduler and the job it runs
 #: at once, as systemd's default KillMode signals a whole control group.
@@ -31,13 +32,19 @@ Stop = tuple[signal.Signals, bool]
 TO_THE_GROUP = True
 
 
-def fire_in_progress(hosts: list[Instance], seen: set[str]) -> tuple[str, Instance]:
-    """A fire not ``seen`` yet whose run has started and not ended, and the
-    live scheduler whose claim started it (its pid is in the claim's owner)."""
+def fire_in_progress(hosts: list[Instance]) -> tuple[str, Instance]:
+    """A fire whose run starts after this call, and the live scheduler whose
+    claim started it (its pid is in the claim's owner).
+
+    Only a run that starts now: one already well into its work could end
+    within a short grace, and there would be nothing to hand off.
+    """
     found: list[tuple[str, Instance]] = []
+    charges = Charge.objects.filter(job="slow_charge", step=STARTED)
+    earlier = set(charges.values_list("window", flat=True))
 
     def running() -> bool:
-        started = Charge.objects.filter(job="slow_charge", step=STARTED).exclude(window__in=seen)
+        started = charges.exclude(window__in=earlier)
         for window in started.order_by("-pk").values_list("window", flat=True):
             run = JobRun.objects.get(job="slow_charge", window=window)
             if run.status != JobRun.Status.RUNNING or done(window):
@@ -88,7 +95,7 @@ def stop_each(grace: str, stops: list[list[Stop]]) -> dict[str, tuple[str, Charg
     outcome: dict[str, tuple[str, Charge]] = {}
     try:
         for signals in stops:
-            window, host = fire_in_progress(live, set(outcome))
+            window, host = fire_in_progress(live)
             live.remove(host)
             said = []
             for signum, to_the_group in signals:
