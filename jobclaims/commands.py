@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import uuid
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -26,6 +27,23 @@ from jobclaims.stopping import interrupting_on_stop_signals
 #: True while a job's command runs the system checks, which leave out
 #: jobclaims.W001 then (``JobCommand.check()``).
 checking_a_job_run: ContextVar[bool] = ContextVar("jobclaims_checking_a_job_run", default=False)
+
+
+def check_a_job_run(check: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    """Run ``check`` (a command's ``BaseCommand.check``) as a job's run needs it.
+
+    Only the checks that read code: the deployment's (jobclaims.W001, and
+    the database's own, which Django 6.1 runs for every command unless told
+    which databases) are ``manage.py check``'s and ``migrate``'s. A run
+    from cron need not mail them every time, and must not open a connection
+    before its claim: with the database down, that claim says so in one
+    line, where a check would print a traceback.
+    """
+    token = checking_a_job_run.set(True)
+    try:
+        check(*args, **{"databases": [], **kwargs})
+    finally:
+        checking_a_job_run.reset(token)
 
 
 def positive_seconds(text: str) -> datetime.timedelta:
@@ -146,16 +164,8 @@ class JobCommand(BaseCommand):
         parser.add_argument("--claim-token", help=argparse.SUPPRESS)
 
     def check(self, *args: Any, **kwargs: Any) -> None:
-        """Run the system checks, leaving out the ones a job run need not repeat.
-
-        jobclaims.W001 (no row locks) is about the deployment, not this run:
-        ``manage.py check`` shows it, and cron need not mail it every run.
-        """
-        token = checking_a_job_run.set(True)
-        try:
-            super().check(*args, **kwargs)
-        finally:
-            checking_a_job_run.reset(token)
+        """The system checks, leaving out the deployment's (``check_a_job_run()``)."""
+        check_a_job_run(super().check, *args, **kwargs)
 
     @classmethod
     def declares_window(cls) -> bool:
@@ -299,14 +309,16 @@ class JobCommand(BaseCommand):
         read too is in trouble, not unmigrated, and says so in one line.
         """
         connection = connections[jobclaims_settings.claims_database(JobRun)]
-        executor = MigrationExecutor(connection)
-        leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "jobclaims"]
         try:
+            # Loading the graph reads the applied migrations already.
+            executor = MigrationExecutor(connection)
+            leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "jobclaims"]
             missing = executor.migration_plan(leaves)
         except DatabaseError as also:
+            answers = dict.fromkeys((_summary(error), _summary(also)))  # Each said once.
             raise CommandError(
                 f"Could not claim {job} {window}".rstrip()
-                + f": the database answered {_summary(error)}, then {_summary(also)}, "
+                + f": the database answered {', then '.join(answers)}, "
                 "so nothing ran; the next run tries again"
             ) from error
         if missing:

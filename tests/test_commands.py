@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 from io import StringIO
 
 import pytest
@@ -15,7 +16,7 @@ from jobclaims import windows
 from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.models import JobRun, JobSkip
-from tests.helpers import run_command
+from tests.helpers import run_command, run_python, unanswered_database_url
 from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger
 from tests.testapp.models import Charge
 
@@ -257,3 +258,18 @@ def test_at_verbosity_zero_a_failure_still_raises_and_is_recorded():
     with pytest.raises(RuntimeError, match="the payment provider is down"):
         call_command("charge_ledger", "--window", WINDOW, "--fail", "-v", "0", stdout=StringIO())
     assert JobRun.objects.get().status == JobRun.Status.FAILED
+
+
+def test_a_job_with_its_database_down_says_so_in_one_line_and_runs_nothing():
+    # A real process from cron: no check may open the connection before the
+    # claim does (Django 6.1 runs the database's checks for every command).
+    done = run_python(
+        "from django.core.management import execute_from_command_line\n"
+        "execute_from_command_line(['manage.py', 'charge_ledger'])",
+        env={"DATABASE_URL": unanswered_database_url(), "PYTHONPATH": os.getcwd()},
+    )
+    assert done.returncode == 1, done
+    assert "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("CommandError: Could not claim charge_ledger"), line
+    assert "so nothing ran" in line

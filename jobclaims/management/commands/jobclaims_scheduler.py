@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from jobclaims.clock import database_now
-from jobclaims.commands import checking_a_job_run
+from jobclaims.commands import check_a_job_run
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview
 from jobclaims.models import JobRun
@@ -45,16 +45,9 @@ class Command(BaseCommand):
     )
 
     def check(self, *args: Any, **kwargs: Any) -> None:
-        """The system checks, as a job's own run has them (``JobCommand.check()``).
-
-        jobclaims.W001 is about the deployment: ``manage.py check`` shows it,
-        and a ``--once`` crontab line need not mail it every minute.
-        """
-        token = checking_a_job_run.set(True)
-        try:
-            super().check(*args, **kwargs)
-        finally:
-            checking_a_job_run.reset(token)
+        """The system checks, as a job's own run has them (``check_a_job_run()``):
+        a ``--once`` crontab line need not mail the deployment's every minute."""
+        check_a_job_run(super().check, *args, **kwargs)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
