@@ -11,16 +11,21 @@ names: ``check --database default``, ``migrate`` and the test runner do.
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Sequence
+from importlib.util import find_spec
 from typing import Any
 
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import NotSupportedError, connections, router
 from django.utils import timezone
+from django.utils.module_loading import module_has_submodule
 
 from jobclaims import charsets, conf, leases, scheduler, standby
+from jobclaims.claiming import CELERY_BODY_FIX, CELERY_BODY_PROBLEM
 from jobclaims.commands import checking_a_job_run
 from jobclaims.conf import jobclaims_settings
 from jobclaims.documentation import page
@@ -40,6 +45,7 @@ def register_checks() -> None:
     register(TAG)(check_row_locks)
     register(TAG)(check_claims_database_backend)
     register(TAG)(check_schedules)
+    register(TAG)(check_celery_task_bodies)
     register(TAG, Tags.database)(check_time_zone_tables)
     register(TAG, Tags.database)(check_column_charsets)
     register(TAG, Tags.database)(check_leases_cover_standby_waits)
@@ -217,6 +223,52 @@ def check_schedules(
         for command in scheduler.scheduled_commands().values()
         for problem in problems(type(command))
     ]
+
+
+def check_celery_task_bodies(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.E007: ``@claimed`` must not be the body of a Celery task.
+
+    Under ``@shared_task`` its refusals would look like successes, and a
+    worker or beat with such a task refuses to start; this says so at
+    deploy time. It reads the tasks modules Celery's ``autodiscover_tasks()``
+    would, and any other module imported by then.
+
+    Not in a job's run, as W001: importing every tasks module, and Celery,
+    would slow the start of every job for what ``manage.py check`` tells.
+    """
+    if not _concerns_jobclaims(app_configs) or checking_a_job_run.get():
+        return []
+    if find_spec("celery") is None:
+        return []
+    _import_tasks_modules()
+    if "celery" not in sys.modules:
+        return []  # No module imported Celery, so there is no Celery task.
+    from jobclaims.contrib.celery import misordered_shared_tasks
+
+    return [
+        Error(
+            f"The Celery task {name!r} has @claimed under its task decorator. "
+            + CELERY_BODY_PROBLEM,
+            hint=f"{CELERY_BODY_FIX}. "
+            + _see("jobclaims-e007-claimed-under-a-celery-task-decorator"),
+            id="jobclaims.E007",
+        )
+        for name in misordered_shared_tasks()
+    ]
+
+
+def _import_tasks_modules() -> None:
+    """Import each installed app's ``tasks`` module, as a Celery worker does."""
+    for config in apps.get_app_configs():
+        if module_has_submodule(config.module, "tasks"):
+            try:
+                importlib.import_module(f"{config.name}.tasks")
+            except ImportError:
+                # What this process lacks (a Django 6 task on Django 5.2, a
+                # worker's extra) is the worker's to report as it starts.
+                continue
 
 
 def check_time_zone_tables(

@@ -31,6 +31,20 @@ from jobclaims.windows import WindowSpec, resolve
 
 logger = logging.getLogger("jobclaims")
 
+#: Set on every ``@claimed`` function (and copied by ``functools.wraps`` to
+#: a decorator's wrapper of one), so a Celery task's body can be known as
+#: one before the task runs: see ``is_claimed()``.
+CLAIMED_MARK = "jobclaims_claimed"
+
+#: Why ``@claimed`` under a Celery task decorator is refused, and the fix.
+CELERY_BODY_PROBLEM = (
+    "@claimed cannot be the body of a Celery task: a refused call would look like a success."
+)
+CELERY_BODY_FIX = (
+    "Drop @claimed and make it a claimed task: "
+    "@shared_task(base=jobclaims.contrib.celery.ClaimedTask, claim_window=...)"
+)
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -165,11 +179,13 @@ def claimed(
 
     def decorate(function: Callable[P, R]) -> Callable[P, R | None]:
         refuse_a_task(function)
+        if "celery" in sys.modules:  # Imported before any task decorator runs.
+            watch_celery_starts()
         name = job or f"{function.__module__}.{function.__qualname__}"
 
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | None:
-            refuse_a_celery_body(wrapper)
+            refuse_a_celery_body()
             try:
                 with claim(
                     name,
@@ -185,6 +201,7 @@ def claimed(
                 logger.debug("Not calling %s: %s", name, refused)
                 return None
 
+        setattr(wrapper, CLAIMED_MARK, True)
         return wrapper
 
     return decorate
@@ -214,22 +231,67 @@ def refuse_a_task(function: object) -> None:
         )
 
 
-def refuse_a_celery_body(wrapper: object) -> None:
+def refuse_a_celery_body() -> None:
     """Refuse to run as the body of a Celery task (``@claimed`` under ``@shared_task``).
 
     Its refusal would return ``None``, which Celery records as SUCCESS, and
     an ``acks_late`` redelivery would be acknowledged without waiting for
-    the dead run, leaving its window running. Celery has no hook where a
-    task is created, so this is the first call, before anything is written.
+    the dead run, leaving its window running. A worker or beat refuses to
+    start with such a task (``jobclaims.contrib.celery``), and check
+    jobclaims.E007 names it; this is the last guard, for a task run where
+    neither looked (``apply()``, eager mode), before anything is written.
     """
     celery = sys.modules.get("celery")
     task = celery.current_task if celery is not None else None
-    if task and getattr(task.run, "__func__", task.run) is wrapper:  # A proxy: falsy outside tasks.
-        raise TypeError(
-            "@claimed cannot be the body of a Celery task: a refused call would "
-            "look like a success. Drop @claimed and make it a claimed task: "
-            "@shared_task(base=jobclaims.contrib.celery.ClaimedTask, claim_window=...)"
+    if task and is_claimed(task_body(task)):  # A proxy: falsy outside tasks.
+        raise TypeError(f"{CELERY_BODY_PROBLEM} {CELERY_BODY_FIX}")
+
+
+def is_claimed(function: object) -> bool:
+    """Whether ``function`` is a ``@claimed`` function, or a decorator's wrapper of one."""
+    return getattr(function, CLAIMED_MARK, False) is True
+
+
+def task_body(task: Any) -> object:
+    """The function a Celery task runs: its ``run``, unbound if the task is bound."""
+    return getattr(task.run, "__func__", task.run)
+
+
+def misordered_tasks(app: Any) -> list[str]:
+    """The names of a Celery app's tasks whose body is a ``@claimed`` function.
+
+    Reading ``app.tasks`` finalizes the app: it builds every task of the
+    modules imported so far.
+    """
+    return sorted(name for name, task in app.tasks.items() if is_claimed(task_body(task)))
+
+
+def refuse_misordered_tasks(sender: Any, **kwargs: Any) -> None:
+    """Stop a Celery worker or beat that would run a task with a ``@claimed`` body.
+
+    Celery creates a task with no hook of its own, so this is the earliest
+    point that sees them all: ``worker_init`` comes once the worker has
+    imported every task module, before its pool starts or it consumes a
+    message; ``beat_init`` before beat sends anything. Celery logs and
+    ignores an exception a receiver raises, but not ``SystemExit``, which
+    ends the process with status 1 and prints the message.
+    """
+    if names := misordered_tasks(sender.app):
+        raise SystemExit(
+            f"Refusing to start: {', '.join(names)}: {CELERY_BODY_PROBLEM} {CELERY_BODY_FIX}"
         )
+
+
+def watch_celery_starts() -> None:
+    """Have every Celery worker and beat of this process ``refuse_misordered_tasks()``.
+
+    Connected by the first ``@claimed`` of a process that imported Celery,
+    which a task decorator above it needs; once, whatever the number.
+    """
+    from celery.signals import beat_init, worker_init
+
+    for signal in (worker_init, beat_init):
+        signal.connect(refuse_misordered_tasks, weak=False, dispatch_uid="jobclaims.misordered")
 
 
 def validate_wait(wait: datetime.timedelta | None) -> None:

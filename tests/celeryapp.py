@@ -48,6 +48,8 @@ app.conf.update(
     task_serializer="json",
     result_serializer="json",
     accept_content=["json"],
+    # Modules a test adds, as a project's own: tests.misordered.tasks.
+    include=os.environ.get("TESTS_CELERY_INCLUDE", "").split(),
 )
 
 TICK_WINDOW = datetime.timedelta(seconds=2)
@@ -116,11 +118,15 @@ def retried(self: ClaimedTask) -> int:
     return run.attempt
 
 
-@shared_task(name="tests.claimed_under")
-@claimed(window="hourly")
-def claimed_under() -> None:
-    """``@claimed`` under ``@shared_task``: refused at its first call."""
-    Charge.objects.create(job="tests.claimed_under", window="", pid=os.getpid(), attempt=1)
+@claimed("tests.helper", window="hourly")
+def helper() -> None:
+    Charge.objects.create(job="tests.helper", window="", pid=os.getpid(), attempt=1)
+
+
+@shared_task(name="tests.calls_claimed")
+def calls_claimed() -> None:
+    """A task that calls a ``@claimed`` function: no wrong order, so workers start."""
+    helper()
 
 
 @shared_task(

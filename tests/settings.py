@@ -79,6 +79,9 @@ INSTALLED_APPS = [
 # tests that count a claim's statements would see.
 if env.bool("TESTS_PROMETHEUS", default=False):
     INSTALLED_APPS.append("jobclaims.contrib.prometheus")
+# tests/test_celery.py's check of a task that has @claimed under @shared_task.
+if env.bool("TESTS_MISORDERED_APP", default=False):
+    INSTALLED_APPS.append("tests.misordered")
 if textfile := env("TESTS_METRICS_TEXTFILE", default=""):
     JOBCLAIMS = {"METRICS_TEXTFILE": textfile}
 

@@ -173,3 +173,43 @@ def test_a_redelivery_after_the_visibility_timeout_leaves_the_running_calls_stat
         next(workers, None)
     assert Charge.objects.filter(job="tests.outlasted", step=1).count() == 1
     assert sum(JobSkip.objects.filter(job="tests.outlasted").values_list("count", flat=True)) >= 2
+
+
+@pytest.mark.xdist_group("fleets")
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_or_beat_with_claimed_under_a_task_refuses_to_start_and_consumes_nothing(
+    fleet: Fleet, broker: str, redis_url: str
+):
+    from tests.celeryapp import app
+
+    queue = f"jobclaims-{uuid.uuid4().hex}"
+    _forget_broker(app)
+    app.conf.update(broker_url=broker, result_backend=f"{redis_url}/1", task_default_queue=queue)
+    try:
+        # A connection of its own: the last test closed the pool of this broker's connections.
+        with app.connection_for_write() as connection:
+            app.send_task("tests.claimed_under", producer=app.amqp.Producer(connection))
+        fleet.env.update(
+            TESTS_CELERY_BROKER=broker,
+            TESTS_CELERY_QUEUE=queue,
+            TESTS_CELERY_INCLUDE="tests.misordered.tasks",
+        )
+        fleet.start("worker", "worker", "--concurrency=2", "--pool=prefork", "--loglevel=INFO")
+        fleet.start("beat", "beat", f"--schedule={fleet.logs / 'schedule'}", "--loglevel=INFO")
+        for name in ("worker", "beat"):
+            assert fleet.processes[name].wait(timeout=30) == 1
+            assert (
+                "Refusing to start: tests.claimed_under: @claimed cannot be the body of a "
+                "Celery task: a refused call would look like a success. Drop @claimed and make "
+                "it a claimed task: @shared_task(base=jobclaims.contrib.celery.ClaimedTask, "
+                "claim_window=...)"
+            ) in fleet.log(name)
+        with app.connection_for_read() as connection:
+            waiting = connection.default_channel.queue_declare(queue, passive=True).message_count
+    finally:
+        _forget_broker(app)
+        app.conf.update(task_default_queue="celery")
+    assert waiting == 1, "the worker consumed the task's message"
+    assert "ready." not in fleet.log("worker")
+    assert not JobRun.objects.exists()
+    assert not Charge.objects.exists()

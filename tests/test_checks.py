@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import datetime
+import os
+import subprocess
+import sys
 from io import StringIO
 
 import pytest
@@ -13,7 +16,7 @@ from django.test import override_settings
 
 from jobclaims import checks, leases
 from jobclaims.models import JobRun
-from jobclaims.testing import assert_ran_once
+from jobclaims.testing import assert_ran_once, child_environment
 from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger
 
 REPLICA_WRITES = override_settings(DATABASE_ROUTERS=["tests.routers.WritesToReplicaRouter"])
@@ -248,6 +251,48 @@ def test_manage_py_check_passes_with_the_test_settings():
 def test_manage_py_check_fails_on_a_jobclaims_error():
     with pytest.raises(SystemCheckError, match=r"\(jobclaims\.E001\) USE_TZ is False"):
         call_command("check", stdout=StringIO(), stderr=StringIO())
+
+
+def test_claimed_under_a_celery_task_is_error_e007_naming_the_fix():
+    """In a process of its own: Celery keeps a shared task for every app to come."""
+    pytest.importorskip("celery")
+    check = [sys.executable, "-m", "django", "check", "--tag", "jobclaims"]
+    env = {**os.environ, **child_environment()}
+    misordered = subprocess.run(
+        check, env={**env, "TESTS_MISORDERED_APP": "1"}, capture_output=True, text=True
+    )
+    assert misordered.returncode == 1, misordered.stderr
+    assert (
+        "(jobclaims.E007) The Celery task 'tests.claimed_under' has @claimed under its task "
+        "decorator. @claimed cannot be the body of a Celery task: a refused call would look "
+        "like a success.\n\tHINT: Drop @claimed and make it a claimed task: "
+        "@shared_task(base=jobclaims.contrib.celery.ClaimedTask, claim_window=...). See "
+        "https://jobclaims.readthedocs.io/en/stable/checks.html"
+        "#jobclaims-e007-claimed-under-a-celery-task-decorator."
+    ) in misordered.stderr
+    # The test project's Celery tasks (tests/celeryapp.py) put no @claimed under a task.
+    celery_app = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import tests.celeryapp; from django.core.management import "
+            "call_command; call_command('check', '--tag', 'jobclaims')",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert celery_app.returncode == 0, celery_app.stderr
+    assert "jobclaims.E007" not in celery_app.stderr
+
+
+def test_e007_is_left_out_of_the_checks_a_job_runs(monkeypatch):
+    pytest.importorskip("celery")
+    from jobclaims.contrib import celery
+
+    monkeypatch.setattr(celery, "misordered_shared_tasks", lambda: ["tests.claimed_under"])
+    assert ids(checks.check_celery_task_bodies()) == ["jobclaims.E007"]
+    ChargeLedger(stdout=StringIO(), stderr=StringIO()).check()  # No SystemCheckError.
 
 
 NEW_YORK = override_settings(TIME_ZONE="America/New_York")

@@ -37,6 +37,12 @@ keeps its claims as long as the name stays. What the result backend shows:
 Coming back for a holder is not a Celery retry: it leaves
 ``self.request.retries`` as it was, so ``max_retries`` counts only the
 task's own ``self.retry()`` calls.
+
+``@claimed`` under ``@shared_task`` (or ``@app.task``) would make a task
+whose refusals look like successes: a worker or beat with such a task
+refuses to start, naming it and the fix
+(``jobclaims.claiming.refuse_misordered_tasks()``), and check
+jobclaims.E007 names it to ``manage.py check``.
 """
 
 from __future__ import annotations
@@ -46,12 +52,18 @@ import difflib
 import hashlib
 from typing import Any
 
-from celery import Task, states
+from celery import Celery, Task, states
 from celery.exceptions import Ignore, Retry
 from django.utils.dateparse import parse_datetime
 
 from jobclaims import engine, leases
-from jobclaims.claiming import holding, validate_max_run_time, validate_wait, window_key
+from jobclaims.claiming import (
+    holding,
+    misordered_tasks,
+    validate_max_run_time,
+    validate_wait,
+    window_key,
+)
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import LeaseLapsed
@@ -309,3 +321,14 @@ def _refuse_unknown_options(task_class: type) -> None:
             options = ", ".join(sorted(known))
             fix = f"did you mean {close[0]}?" if close else f"the options are {options}"
             raise ValueError(f"{name} is not a ClaimedTask option: {fix}")
+
+
+def misordered_shared_tasks() -> list[str]:
+    """The shared tasks imported so far whose body is a ``@claimed`` function (check E007).
+
+    They are built on an app of the check's own, as Celery builds them on
+    every app: finalizing the project's app here would fix its settings of
+    the moment into its tasks before the project may have set them all.
+    """
+    with Celery("jobclaims.checks", fixups=[], set_as_current=False) as app:
+        return misordered_tasks(app)
