@@ -17,6 +17,10 @@ the code. A job is healthy when
 - for a scheduled job, a scheduler running it was seen lately, and the live
   ones agree on its schedule (``SchedulerSeen``).
 
+A scheduled job's fires count from when its schedule came into force, as
+the scheduler counts them (``ScheduleVersion``): a fire from before was
+never due, so it is neither overdue nor missed.
+
 ``jobclaims_status --check``, the django-health-check backend and the
 Prometheus gauges all ask ``read_health()``, so they never disagree; it
 reads the same few queries whatever the number of jobs
@@ -316,9 +320,9 @@ def _due_and_end(
 def _overdue_fire(facts: health_reads.Facts, job: JobSchedule) -> Due | None:
     """The due fire of a scheduled job, unless a run of it or a later one succeeded."""
     fire = due_fire(job, facts.now, jobclaims_settings.health_grace(job.job))
-    since = facts.known_since(job.job)
+    since = facts.in_force_since(job)
     if fire is None or since is None or fire < since:
-        return None  # No fire was due since the job was known: a scheduler saw it, or a claim.
+        return None  # A fire from before its schedule came into force was never due.
     key = job.key(fire)
     start = fire_start(job)
     success = facts.newest_success.get(job.job)

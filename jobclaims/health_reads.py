@@ -22,7 +22,15 @@ from django.utils import timezone
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, RetiredJob, SchedulerSeen
+from jobclaims.models import (
+    JobRun,
+    JobRunQuerySet,
+    JobSkip,
+    RetiredJob,
+    SchedulerSeen,
+    ScheduleVersion,
+)
+from jobclaims.schedule_versions import fingerprint
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import ON_TIME, JobSchedule
 from jobclaims.windows import from_name
@@ -83,12 +91,27 @@ class Facts:
     retired: dict[str, RetiredJob] = field(default_factory=dict)
     #: Keys of the look-back's fires or windows that no instance claimed.
     missed: dict[str, list[str]] = field(default_factory=dict)
+    #: Each job's newest schedule a scheduler recorded (``ScheduleVersion``).
+    versions: dict[str, ScheduleVersion] = field(default_factory=dict)
 
     def known_jobs(self) -> list[str]:
         """Jobs with a claim, and scheduled jobs, which are in the code; but
         not those retired, unless claimed since."""
         known = sorted({*self.summaries, *self.scheduled})
         return [job for job in known if self.only in (None, job) and not self.is_retired(job)]
+
+    def in_force_since(self, job: JobSchedule) -> datetime.datetime | None:
+        """When ``job``'s schedule, as the code has it, came into force: when
+        a scheduler first looked at it (``jobclaims.schedule_versions``).
+
+        None when no scheduler has looked at it yet, or when another schedule
+        was recorded since: a scheduler with this code would take it as new
+        when it looks, and catch up none of the fires before.
+        """
+        version = self.versions.get(job.job)
+        if version is None or version.fingerprint != fingerprint(job.cron.expression):
+            return None
+        return version.since
 
     def is_retired(self, job: str) -> bool:
         """Whether ``job`` was retired and has not been claimed since."""
@@ -113,6 +136,9 @@ def read(only: str | None = None) -> Facts:
     runs = JobRun.objects.all() if only is None else JobRun.objects.filter(job=only)
     facts = Facts(now=database_now(db), only=only, scheduled=scheduled(only))
     facts.retired = {row.job: row for row in RetiredJob.objects.all()}
+    versions = ScheduleVersion.objects.order_by("job", "since", "pk")
+    # Ordered by since: the newest of each job is the one kept.
+    facts.versions = {row.job: row for row in versions if only in (None, row.job)}
     facts.summaries = _summaries(runs)
     _read_newest(facts, runs)
     _read_failures(facts, runs)
@@ -245,14 +271,15 @@ def _read_missed(facts: Facts) -> None:
 
 def _expected(facts: Facts, job: str) -> list[tuple[datetime.datetime, str]]:
     """``job``'s fires or windows that ended in the look-back, with when each began."""
-    since = facts.known_since(job)
-    if since is None:
-        return []
     look_back = facts.now - jobclaims_settings.missed_look_back
     if (scheduled := facts.scheduled.get(job)) is not None:
-        return _expected_fires(scheduled, max(since, look_back), facts.now)
+        in_force = facts.in_force_since(scheduled)
+        if in_force is None:
+            return []  # No scheduler looked at this schedule yet: none of its fires was due.
+        return _expected_fires(scheduled, max(in_force, look_back), facts.now)
+    since = facts.known_since(job)
     newest = facts.newest.get(job)
-    if newest is None:
+    if since is None or newest is None:
         return []
     zone = timezone.get_current_timezone_name()
     windows = ended_windows(newest.schedule, look_back, facts.now, zone)
