@@ -17,6 +17,12 @@ the code. A job is healthy when
 - for a scheduled job, a scheduler running it was seen lately, and the live
   ones agree on its schedule (``SchedulerSeen``).
 
+A scheduled job's fires count from when its schedule came into force, as
+the scheduler counts them (``ScheduleVersion``): a fire from before was
+never due, so it is neither overdue nor missed. A job that a scheduler once
+ran and that neither the code nor a live scheduler has any more is gone
+from the code: listed apart (``Health.gone``), not judged.
+
 ``jobclaims_status --check``, the django-health-check backend and the
 Prometheus gauges all ask ``read_health()``, so they never disagree; it
 reads the same few queries whatever the number of jobs
@@ -212,6 +218,30 @@ class JobHealth:
 
 
 @dataclass(frozen=True)
+class GoneJob:
+    """A job gone from the code: a scheduler ran it once, nothing runs it now.
+
+    Health does not watch it, so it is neither overdue nor missed; its
+    claims stay, and it is watched again as soon as the code or a live
+    scheduler has it again (``health_reads.Facts.is_gone()``).
+    """
+
+    job: str
+    #: When it was last claimed, by the database clock.
+    last_claimed: datetime.datetime
+    #: The schedule a scheduler last recorded for it.
+    schedule: str
+
+    @property
+    def said(self) -> str:
+        return (
+            f"gone from the code: no JobCommand and no live scheduler runs it "
+            f"(last schedule {self.schedule!r}, last claimed {_moment(self.last_claimed)}); "
+            "not watched"
+        )
+
+
+@dataclass(frozen=True)
 class Health:
     """The jobs' health, and the schedulers seen running them."""
 
@@ -220,6 +250,8 @@ class Health:
     live_schedulers: list[SchedulerSeen]
     #: Those seen before, whose rows are not forgotten yet.
     gone_schedulers: list[SchedulerSeen]
+    #: Jobs gone from the code, which health does not watch, by name.
+    gone: list[GoneJob] = field(default_factory=list)
 
 
 def read_health(job: str | None = None) -> Health:
@@ -230,11 +262,15 @@ def read_health(job: str | None = None) -> Health:
     same few whatever the number of jobs (``jobclaims.health_reads``).
     """
     facts = health_reads.read(job)
-    live = _live(facts)
+    live = facts.live_schedulers()
     return Health(
         jobs=[_health(facts, name) for name in facts.known_jobs()],
         live_schedulers=live,
         gone_schedulers=[row for row in facts.seen if row not in live],
+        gone=[
+            GoneJob(name, facts.summaries[name].newest_claimed, facts.versions[name].schedule)
+            for name in facts.gone_jobs()
+        ],
     )
 
 
@@ -247,11 +283,6 @@ def known_jobs() -> list[str]:
     """Every job health knows, by name: with a claim, or scheduled in the code."""
     claimed = JobRun.objects.order_by().values_list("job", flat=True).distinct()
     return sorted({*claimed, *health_reads.scheduled()})
-
-
-def _live(facts: health_reads.Facts) -> list[SchedulerSeen]:
-    oldest = facts.now - jobclaims_settings.scheduler_grace
-    return [row for row in facts.seen if row.last_seen_at >= oldest]
 
 
 def _health(facts: health_reads.Facts, job: str) -> JobHealth:
@@ -316,9 +347,9 @@ def _due_and_end(
 def _overdue_fire(facts: health_reads.Facts, job: JobSchedule) -> Due | None:
     """The due fire of a scheduled job, unless a run of it or a later one succeeded."""
     fire = due_fire(job, facts.now, jobclaims_settings.health_grace(job.job))
-    since = facts.known_since(job.job)
+    since = facts.in_force_since(job)
     if fire is None or since is None or fire < since:
-        return None  # No fire was due since the job was known: a scheduler saw it, or a claim.
+        return None  # A fire from before its schedule came into force was never due.
     key = job.key(fire)
     start = fire_start(job)
     success = facts.newest_success.get(job.job)
@@ -385,7 +416,7 @@ def _schedulers(facts: health_reads.Facts, job: JobSchedule) -> SchedulerProblem
             return None  # Never claimed, and no scheduler ever ran it: not started yet.
         return SchedulerProblem("no live scheduler", "no scheduler has been seen running it")
     grace = jobclaims_settings.scheduler_grace
-    live = [row for row in _live(facts) if job.job in row.schedules]
+    live = [row for row in facts.live_schedulers() if job.job in row.schedules]
     if not live:
         newest = max(running, key=lambda row: row.last_seen_at)
         return SchedulerProblem(

@@ -22,8 +22,16 @@ from django.utils import timezone
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, RetiredJob, SchedulerSeen
-from jobclaims.scheduler import scheduled_jobs
+from jobclaims.models import (
+    JobRun,
+    JobRunQuerySet,
+    JobSkip,
+    RetiredJob,
+    SchedulerSeen,
+    ScheduleVersion,
+)
+from jobclaims.schedule_versions import fingerprint
+from jobclaims.scheduler import jobs_in_code, scheduled_jobs
 from jobclaims.schedules import ON_TIME, JobSchedule
 from jobclaims.windows import from_name
 
@@ -65,6 +73,8 @@ class Facts:
     only: str | None
     #: The scheduled jobs in the code, by job name.
     scheduled: dict[str, JobSchedule]
+    #: The names of every ``JobCommand`` in the code, scheduled or not.
+    in_code: set[str] = field(default_factory=set)
     summaries: dict[str, Summary] = field(default_factory=dict)
     #: Each job's newest claim, and its newest succeeded one.
     newest: dict[str, JobRun] = field(default_factory=dict)
@@ -83,12 +93,58 @@ class Facts:
     retired: dict[str, RetiredJob] = field(default_factory=dict)
     #: Keys of the look-back's fires or windows that no instance claimed.
     missed: dict[str, list[str]] = field(default_factory=dict)
+    #: Each job's newest schedule a scheduler recorded (``ScheduleVersion``).
+    versions: dict[str, ScheduleVersion] = field(default_factory=dict)
 
     def known_jobs(self) -> list[str]:
         """Jobs with a claim, and scheduled jobs, which are in the code; but
-        not those retired, unless claimed since."""
+        not those retired, unless claimed since, nor those gone from the code."""
         known = sorted({*self.summaries, *self.scheduled})
-        return [job for job in known if self.only in (None, job) and not self.is_retired(job)]
+        return [
+            job
+            for job in known
+            if self.only in (None, job) and not self.is_retired(job) and not self.is_gone(job)
+        ]
+
+    def gone_jobs(self) -> list[str]:
+        """Jobs with claims that are gone from the code (``is_gone()``), unless retired."""
+        return [
+            job
+            for job in sorted(self.summaries)
+            if self.only in (None, job) and not self.is_retired(job) and self.is_gone(job)
+        ]
+
+    def is_gone(self, job: str) -> bool:
+        """Whether ``job`` was scheduled once and nothing runs it any more.
+
+        A scheduler recorded its schedule, so it was a job of some deploy's
+        code; it is no ``JobCommand`` of the code health runs with; no live
+        scheduler runs it (in a rolling deploy the hosts still on the old
+        code do, and it is watched until the last of them stops); and no run
+        of it holds its lease. Jobs claimed through ``claim()``, ``@claimed``
+        or Celery cannot be listed from the code, and are never gone.
+        """
+        if job not in self.versions or job in self.in_code or job in self.running:
+            return False
+        return not any(job in row.schedules for row in self.live_schedulers())
+
+    def live_schedulers(self) -> list[SchedulerSeen]:
+        """The schedulers seen within ``JOBCLAIMS["SCHEDULER_GRACE"]``."""
+        oldest = self.now - jobclaims_settings.scheduler_grace
+        return [row for row in self.seen if row.last_seen_at >= oldest]
+
+    def in_force_since(self, job: JobSchedule) -> datetime.datetime | None:
+        """When ``job``'s schedule, as the code has it, came into force: when
+        a scheduler first looked at it (``jobclaims.schedule_versions``).
+
+        None when no scheduler has looked at it yet, or when another schedule
+        was recorded since: a scheduler with this code would take it as new
+        when it looks, and catch up none of the fires before.
+        """
+        version = self.versions.get(job.job)
+        if version is None or version.fingerprint != fingerprint(job.cron.expression):
+            return None
+        return version.since
 
     def is_retired(self, job: str) -> bool:
         """Whether ``job`` was retired and has not been claimed since."""
@@ -111,8 +167,13 @@ def read(only: str | None = None) -> Facts:
     """The facts of every job (of ``only``, if given), in a bounded number of queries."""
     db = jobclaims_settings.claims_database(JobRun)
     runs = JobRun.objects.all() if only is None else JobRun.objects.filter(job=only)
-    facts = Facts(now=database_now(db), only=only, scheduled=scheduled(only))
+    facts = Facts(
+        now=database_now(db), only=only, scheduled=scheduled(only), in_code=jobs_in_code()
+    )
     facts.retired = {row.job: row for row in RetiredJob.objects.all()}
+    versions = ScheduleVersion.objects.order_by("job", "since", "pk")
+    # Ordered by since: the newest of each job is the one kept.
+    facts.versions = {row.job: row for row in versions if only in (None, row.job)}
     facts.summaries = _summaries(runs)
     _read_newest(facts, runs)
     _read_failures(facts, runs)
@@ -245,14 +306,15 @@ def _read_missed(facts: Facts) -> None:
 
 def _expected(facts: Facts, job: str) -> list[tuple[datetime.datetime, str]]:
     """``job``'s fires or windows that ended in the look-back, with when each began."""
-    since = facts.known_since(job)
-    if since is None:
-        return []
     look_back = facts.now - jobclaims_settings.missed_look_back
     if (scheduled := facts.scheduled.get(job)) is not None:
-        return _expected_fires(scheduled, max(since, look_back), facts.now)
+        in_force = facts.in_force_since(scheduled)
+        if in_force is None:
+            return []  # No scheduler looked at this schedule yet: none of its fires was due.
+        return _expected_fires(scheduled, max(in_force, look_back), facts.now)
+    since = facts.known_since(job)
     newest = facts.newest.get(job)
-    if newest is None:
+    if since is None or newest is None:
         return []
     zone = timezone.get_current_timezone_name()
     windows = ended_windows(newest.schedule, look_back, facts.now, zone)

@@ -66,18 +66,28 @@ ON_A_DAY = datetime.timedelta(days=1)
 _STOPPED_STATUSES = frozenset(128 + signum for signum in (signal.SIGTERM, signal.SIGINT))
 
 
+def job_commands() -> dict[str, JobCommand]:
+    """Every management command that is a ``JobCommand``, by command name."""
+    found = {}
+    for name, app in sorted(get_commands().items()):
+        command = app if isinstance(app, BaseCommand) else load_command_class(app, name)
+        if isinstance(command, JobCommand):
+            found[name] = command
+    return found
+
+
 def scheduled_commands() -> dict[str, JobCommand]:
     """Every management command that is a ``JobCommand`` with a schedule, by name.
 
     An empty schedule is one too, for ``JobSchedule.of()`` to refuse: a job
     must not go unscheduled for want of a cron expression.
     """
-    found = {}
-    for name, app in sorted(get_commands().items()):
-        command = app if isinstance(app, BaseCommand) else load_command_class(app, name)
-        if isinstance(command, JobCommand) and command.schedule is not None:
-            found[name] = command
-    return found
+    return {name: each for name, each in job_commands().items() if each.schedule is not None}
+
+
+def jobs_in_code() -> set[str]:
+    """The names every ``JobCommand`` of this code claims under, scheduled or not."""
+    return {command.job_name or name for name, command in job_commands().items()}
 
 
 def scheduled_jobs() -> list[JobSchedule]:

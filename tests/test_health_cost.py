@@ -12,14 +12,15 @@ from django.test.utils import CaptureQueriesContext
 
 from jobclaims.clock import database_now
 from jobclaims.health import read_health
-from jobclaims.models import JobRun
+from jobclaims.models import JobRun, ScheduleVersion
 from tests.monitored import HOUR, SECOND, hour_start, save_run
 
 pytestmark = pytest.mark.django_db
 
 
 def make_jobs(first: int, last: int) -> None:
-    """Hourly jobs ``first`` to ``last`` of each health: healthy, failing, dead, overdue."""
+    """Hourly jobs ``first`` to ``last`` of each health: healthy, failing, dead,
+    overdue, and gone from the code (scheduled by an earlier deploy)."""
     this_hour = hour_start(database_now())
     for n in range(first, last + 1):
         save_run(f"healthy_{n}", this_hour - HOUR + SECOND, JobRun.Status.SUCCEEDED)
@@ -27,6 +28,8 @@ def make_jobs(first: int, last: int) -> None:
         save_run(f"failing_{n}", this_hour + SECOND, JobRun.Status.FAILED, error="boom")
         save_run(f"dead_{n}", this_hour + SECOND, JobRun.Status.RUNNING, expires_at=this_hour)
         save_run(f"overdue_{n}", this_hour - 3 * HOUR + SECOND, JobRun.Status.SUCCEEDED)
+        save_run(f"gone_{n}", this_hour - 3 * HOUR + SECOND, JobRun.Status.SUCCEEDED)
+        ScheduleVersion.objects.create(job=f"gone_{n}", fingerprint="0", schedule="0 * * * *")
 
 
 def queries_of(read) -> int:
@@ -41,7 +44,9 @@ def test_health_reads_as_many_queries_for_forty_jobs_as_for_four():
     make_jobs(2, 10)
     assert queries_of(read_health) == few
     # Failing, dead and overdue, of each of the ten: judged, not skipped.
-    assert sum(not job.healthy for job in read_health().jobs) == 30
+    health = read_health()
+    assert sum(not job.healthy for job in health.jobs) == 30
+    assert len(health.gone) == 10
 
 
 def test_a_scrape_reads_as_many_queries_for_forty_jobs_as_for_four(client):

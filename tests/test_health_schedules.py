@@ -14,7 +14,8 @@ from django.test import override_settings
 
 from jobclaims.clock import database_now
 from jobclaims.health import due_fire, fire_grace, job_health, missed_windows
-from jobclaims.models import JobRun, SchedulerSeen
+from jobclaims.models import JobRun, SchedulerSeen, ScheduleVersion
+from jobclaims.schedule_versions import fingerprint as schedule_fingerprint
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import CronSchedule, JobSchedule, Misfire
 from jobclaims.seen import fingerprint
@@ -100,6 +101,16 @@ def seen(
     )
 
 
+def in_force(job: JobSchedule, since: datetime.datetime) -> ScheduleVersion:
+    """Record ``job``'s schedule as in force since ``since``, as a scheduler's first look does."""
+    return ScheduleVersion.objects.create(
+        job=job.job,
+        fingerprint=schedule_fingerprint(job.cron.expression),
+        schedule=job.cron.expression,
+        since=since,
+    )
+
+
 def run_fire(job: JobSchedule, fire: datetime.datetime, status: str = "succeeded") -> JobRun:
     """A claim of ``fire``, made as it fired, in ``status``."""
     return JobRun.objects.create(
@@ -150,6 +161,7 @@ def test_a_scheduled_job_is_overdue_when_its_due_fire_has_no_success(client):
     before = next(job.cron.fires_before(due - SECOND))
     run_fire(job, before)
     seen(before - HOUR, now, {NIGHTLY: job.cron.expression})
+    in_force(job, before - HOUR)
 
     assert verdicts(client) == {NIGHTLY: {"overdue", "missed"}}
     [health] = job_health(NIGHTLY)
@@ -168,16 +180,22 @@ def test_a_scheduled_job_never_claimed_is_overdue_once_a_scheduler_ran_it_past_a
     assert due is not None
     # A scheduler started a minute before the due fire: that fire had no run.
     seen(due - MINUTE, now, {NIGHTLY: job.cron.expression})
+    in_force(job, due - MINUTE)
     assert verdicts(client) == {NIGHTLY: {"overdue", "missed"}}
 
 
-def test_a_scheduled_job_first_known_after_its_due_fire_is_not_overdue(client):
+def test_a_scheduled_job_whose_schedule_came_into_force_after_its_due_fire_is_not_overdue(
+    client,
+):
     job = the_job(NIGHTLY)
     now = database_now()
     due = due_fire(job, now, None)
     assert due is not None
-    seen(due + SECOND, now, {NIGHTLY: job.cron.expression})
+    seen(due - HOUR, now, {NIGHTLY: job.cron.expression})
+    in_force(job, due + SECOND)
     assert verdicts(client) == {}
+    ScheduleVersion.objects.update(since=due)
+    assert verdicts(client) == {NIGHTLY: {"overdue", "missed"}}
 
 
 def test_one_missed_fire_trips_the_missed_signal_though_the_next_succeeded(client):
@@ -189,6 +207,7 @@ def test_one_missed_fire_trips_the_missed_signal_though_the_next_succeeded(clien
     run_fire(job, older)
     run_fire(job, due)
     seen(older - HOUR, now, {NIGHTLY: job.cron.expression})
+    in_force(job, older - HOUR)
     with override_settings(JOBCLAIMS={"MISSED_LOOK_BACK": 3 * DAY}):
         assert verdicts(client) == {NIGHTLY: {"missed"}}
         [health] = job_health(NIGHTLY)
@@ -286,3 +305,59 @@ def test_the_missed_listing_of_a_scheduled_job_looks_back_a_thousand_fires():
     listed = re.search(r"^tick: (\d+) missed windows: ", out, flags=re.M)
     assert listed is not None, out
     assert int(listed[1]) >= len(expected)
+
+
+def test_fires_from_before_the_schedule_came_into_force_are_not_missed(client):
+    """The nightly job ran at 01:00 until its schedule became midnight, two
+    days ago: the midnights before had no run, and were never due."""
+    job = the_job(NIGHTLY)
+    now = database_now()
+    due = due_fire(job, now, None)
+    assert due is not None
+    fires = list(itertools.islice(job.cron.fires_before(due + SECOND), 5))  # Newest first.
+    for old in fires[2:]:
+        run_fire(job, old + HOUR)  # Keyed at 01:00, as the old schedule fired.
+    came_in = fires[1] - HOUR
+    ScheduleVersion.objects.create(
+        job=NIGHTLY,
+        fingerprint=schedule_fingerprint("0 1 * * *"),
+        schedule="0 1 * * *",
+        since=now - 30 * DAY,
+    )
+    in_force(job, came_in)
+    for new in fires[:2]:
+        run_fire(job, new)
+    seen(came_in, now, {NIGHTLY: job.cron.expression})
+    with override_settings(JOBCLAIMS={"MISSED_LOOK_BACK": 7 * DAY}):
+        assert verdicts(client) == {}
+        # Had the schedule been in force since the oldest claim, those midnights were missed.
+        ScheduleVersion.objects.filter(
+            fingerprint=schedule_fingerprint(job.cron.expression)
+        ).update(since=fires[4])
+        assert verdicts(client) == {NIGHTLY: {"missed"}}
+        [health] = job_health(NIGHTLY)
+    assert health.missed == [job.key(fire) for fire in reversed(fires[2:])]
+
+
+def test_a_schedule_no_scheduler_has_looked_at_has_no_fire_due(client):
+    """Claims from before, and a live scheduler that has not looked at the
+    job yet (it does at the job's next fire): nothing is overdue or missed
+    until a scheduler records the schedule in force."""
+    job = the_job(NIGHTLY)
+    now = database_now()
+    due = due_fire(job, now, None)
+    assert due is not None
+    older = list(itertools.islice(job.cron.fires_before(due - SECOND), 2))[-1]
+    run_fire(job, older)
+    seen(older - HOUR, now, {NIGHTLY: job.cron.expression})
+    assert verdicts(client) == {}
+
+    # In force since before the claim: the fires since are due, and missed.
+    version = in_force(job, older - HOUR)
+    assert verdicts(client) == {NIGHTLY: {"overdue", "missed"}}
+    # Another schedule recorded since (a deploy, then a revert): a
+    # scheduler with this code takes the schedule as new when it looks.
+    ScheduleVersion.objects.create(
+        job=NIGHTLY, fingerprint="0123456789abcdef", schedule="0 1 * * *", since=version.since + DAY
+    )
+    assert verdicts(client) == {}

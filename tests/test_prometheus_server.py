@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from jobclaims.clock import database_now
-from jobclaims.models import JobRun, SchedulerSeen
+from jobclaims.models import JobRun, SchedulerSeen, ScheduleVersion
+from jobclaims.schedule_versions import fingerprint as schedule_fingerprint
 from jobclaims.seen import fingerprint
 from jobclaims.testing import child_environment
 from tests.helpers import unavailable, wait_until
@@ -134,6 +135,13 @@ def test_a_healthy_fleet_fires_nothing_then_a_stopped_scheduler_and_a_failure_fi
         fingerprint=fingerprint(schedules),
         started_at=now - 20 * MINUTE,
         last_seen_at=now - 10 * MINUTE,
+    )
+    # That scheduler looked at tick as it started: its schedule is in force since.
+    ScheduleVersion.objects.create(
+        job="tick",
+        fingerprint=schedule_fingerprint(schedules["tick"]),
+        schedule=schedules["tick"],
+        since=now - 20 * MINUTE,
     )
     save_run("failing_job", this_hour - HOUR + SECOND, JobRun.Status.SUCCEEDED)
     save_run("failing_job", this_hour + SECOND, JobRun.Status.FAILED, finished_at=now)

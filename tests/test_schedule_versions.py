@@ -93,6 +93,31 @@ def test_a_schedule_edit_catches_up_no_fire_from_before_the_edit():
     assert in_force_since(new) >= now
 
 
+def test_health_of_the_edited_schedule_counts_no_fire_from_before_the_edit_as_missed():
+    """The same edit, as a monitor of the new deploy sees it: the quarter
+    hours since the old schedule's first claim were never due."""
+    now = database_now()
+    old, new = "0 0 * * *", "*/15 * * * *"
+    midnight = CronSchedule(old).latest_fire(now)
+    assert midnight is not None
+    for days in (2, 1, 0):
+        fire = midnight - days * DAY
+        JobRun.objects.create(
+            job=JOB,
+            window=CronSchedule(old).key(fire),
+            status=JobRun.Status.SUCCEEDED,
+            claimed_at=fire,
+            expires_at=fire,
+            finished_at=fire,
+            owner="old deploy",
+        )
+    scheduler_once(deployed(new))
+
+    (check,) = start("jobclaims_status", "--check", "--job", JOB, env=deployed(new))
+    result = check.finish(timeout=120)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "All 1 jobs healthy.\n", "")
+
+
 def test_a_first_deploy_runs_no_fire_from_before_it():
     schedule = "5 2 * * *"
     deploy = database_now()

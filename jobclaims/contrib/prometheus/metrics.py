@@ -234,6 +234,8 @@ def health_families(health: Health) -> list[GaugeMetricFamily]:
             families["jobclaims_last_success_timestamp_seconds"].add_metric(
                 [job.job], job.last_success.timestamp()
             )
+    for gone in health.gone:
+        families["jobclaims_job_gone"].add_metric([gone.job], 1)
     return list(families.values())
 
 
@@ -260,6 +262,11 @@ _GAUGES: dict[str, tuple[str, list[str]]] = {
     "jobclaims_live_schedulers": (
         "Schedulers seen within JOBCLAIMS['SCHEDULER_GRACE'].",
         [],
+    ),
+    "jobclaims_job_gone": (
+        "1 for each job gone from the code: a scheduler ran it once, nothing runs it now; "
+        "not watched.",
+        ["job_name"],
     ),
 }
 

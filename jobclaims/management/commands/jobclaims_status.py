@@ -108,6 +108,7 @@ class Command(BaseCommand):
         now = database_now(jobclaims_settings.claims_database(JobRun))
         missed = _missed(options["job"]) if options["missed"] else {}
         views = _overviews(options["job"], now) if options["schedules"] else []
+        gone = read_health(options["job"]).gone
         if options["json"]:
             document = _document(shown, now)
             if options["missed"]:
@@ -115,6 +116,14 @@ class Command(BaseCommand):
             if options["schedules"]:
                 document["schedules"] = [as_document(view) for view in views]
             document["schedulers"] = _schedulers_document(now)
+            document["gone_jobs"] = [
+                {
+                    "job": each.job,
+                    "schedule": each.schedule,
+                    "last_claimed_at": each.last_claimed.isoformat(),
+                }
+                for each in gone
+            ]
             self.stdout.write(json.dumps(document, indent=2))
             return
         if not shown:
@@ -127,6 +136,8 @@ class Command(BaseCommand):
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
         for line in _schedulers(now):
             self.stdout.write(line)
+        for each in gone:
+            self.stdout.write(f"{each.job}: {each.said}")
         for job, windows in missed.items():
             self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")
         for view in views:
@@ -162,7 +173,8 @@ class Command(BaseCommand):
                 returncode=UNHEALTHY,
             )
         if verbosity:
-            self.stdout.write(f"All {len(jobs)} jobs healthy.")
+            gone = "".join(f"; {each.job} is gone from the code" for each in health.gone)
+            self.stdout.write(f"All {len(jobs)} jobs healthy{gone}.")
 
 
 def _schedulers(now: Any) -> list[str]:
