@@ -209,10 +209,28 @@ def use_parents_databases() -> None:
     A scheduler's job and a raced instance must claim where their parent
     does. Under a test runner that is a test database that the settings do
     not name, so the parent passes the names on (``database_names()``).
+
+    The names go into the connection handler's own copy of ``DATABASES``,
+    which Django shares with the settings until then: every connection
+    opened from here on, in any thread (a heartbeat opens its own), opens
+    the parent's database, and the settings stay as the project wrote them.
+    Call it before any other thread connects.
     """
     names = os.environ.get(DATABASE_NAMES_VARIABLE)
-    for alias, name in json.loads(names).items() if names else ():
-        if connections[alias].settings_dict["NAME"] != name:
-            connections[alias].close()
-            django_settings.DATABASES[alias]["NAME"] = name
-            connections[alias].settings_dict["NAME"] = name
+    parents = cast("dict[str, str]", json.loads(names) if names else {})
+    moved = {
+        alias: name
+        for alias, name in parents.items()
+        if connections.settings[alias]["NAME"] != name
+    }
+    if not moved:
+        return
+    connections.settings = {
+        alias: {**database, "NAME": moved.get(alias, database["NAME"])}
+        for alias, database in connections.settings.items()
+    }
+    for alias in moved:
+        # This thread's connection was made from the settings' dict: the
+        # next one is made from the copy.
+        connections[alias].close()
+        del connections[alias]

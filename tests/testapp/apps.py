@@ -12,6 +12,10 @@ class TestAppConfig(AppConfig):
         from tests.testapp import faults
 
         faults.install()
+        if os.environ.get("TESTAPP_FROZEN_SETTINGS"):
+            from tests.testapp import frozen_settings
+
+            frozen_settings.install()
         # Simulates a host whose clock is off: every Python clock in this
         # process (time.time, datetime.now, timezone.now) is shifted.
         offset = os.environ.get("TESTAPP_HOST_CLOCK_OFFSET")

@@ -1,0 +1,94 @@
+"""The processes jobclaims starts work on their parent's databases, and
+write nothing into ``django.conf.settings`` to get there.
+
+Each process here runs with its settings frozen
+(tests/testapp/frozen_settings.py): a write into a setting, or into a dict
+one holds such as ``DATABASES["default"]``, raises there. The names of this
+test run's databases are not in the settings, so every process must still
+find them, in every thread it opens a connection from.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jobclaims.clock import database_now
+from jobclaims.models import JobRun
+from jobclaims.testing import (
+    assert_ran_once,
+    child_environment,
+    race,
+    schedules_in_force_since,
+    start,
+)
+from tests.testapp.models import Charge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FROZEN = {"TESTAPP_FROZEN_SETTINGS": "1"}
+SECOND = datetime.timedelta(seconds=1)
+
+
+def test_a_write_into_the_settings_fails_a_frozen_process():
+    # What jobclaims once did to open its parent's test database.
+    written = (
+        "import django\n"
+        "django.setup()\n"
+        "from django.db import connections\n"
+        "connections['default'].settings_dict['NAME'] = 'elsewhere'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", written],
+        env={**os.environ, **child_environment(), **FROZEN},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "SettingsWritten: settings.DATABASES['default'] was written" in done.stderr
+
+
+def test_raced_instances_claim_on_the_test_database():
+    results = race("charge_ledger", "--window", "2026-11-29T10:00", env=FROZEN)
+    assert_ran_once(results)
+    assert Charge.objects.count() == 1
+
+
+def test_the_scheduler_and_its_job_run_on_the_test_database():
+    schedules_in_force_since(datetime.timedelta(days=30))
+    [host] = start("jobclaims_scheduler", "--once", "--job", "nightly_latest", env=FROZEN)
+    result = host.finish(timeout=60)
+    assert result.returncode == 0, result
+    # The job's process adopted the scheduler's claim and recorded its outcome.
+    run = JobRun.objects.get(job="nightly_latest")
+    assert run.status == JobRun.Status.SUCCEEDED, run.error
+    assert list(Charge.objects.values_list("window", flat=True)) == [run.window]
+
+
+def test_a_jobs_heartbeat_renews_on_the_test_database():
+    run = JobRun.objects.claim("tick", "2026-11-29T10:00:00+00:00", lease=5 * SECOND)
+    assert run is not None
+    # A three-second lease that only the heartbeat's thread keeps renewing.
+    [job] = start(
+        "tick",
+        *("--window", run.window, "--claim-token", str(run.token), "--lease", "3"),
+        env={**FROZEN, "TICK_HOLD": "6"},
+    )
+    deadline = time.monotonic() + 30
+    while not Charge.objects.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(4)
+
+    run.refresh_from_db()
+    assert run.expires_at > database_now()
+    assert JobRun.objects.claim("tick", run.window, lease=5 * SECOND) is None
+    result = job.finish(timeout=30)
+    assert result.returncode == 0, result
+    run.refresh_from_db()
+    assert run.status == JobRun.Status.SUCCEEDED
