@@ -42,8 +42,8 @@ def main(path: str, jobs: int, expression: str) -> None:
         )
         for number in range(jobs)
     ]
-    plain_argv = scheduler.child_argv
-    scheduler.child_argv = lambda job, key, run, verbosity=1: [  # type: ignore[assignment]
+    plain_argv = scheduler.job_argv
+    scheduler.job_argv = lambda job, key, run, verbosity=1: [  # type: ignore[assignment]
         *plain_argv(job, key, run, verbosity),
         "--name",
         job.job,

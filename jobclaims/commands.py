@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import uuid
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
@@ -15,9 +14,10 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from jobclaims import leases, retries, schedules, windows
+from jobclaims.children import adopt, use_parents_databases
 from jobclaims.claiming import claim_waiting, holding, validate_max_run_time, window_key
 from jobclaims.clock import database_now
-from jobclaims.conf import jobclaims_settings, use_parents_databases
+from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobInterrupted, LeaseLapsed, StandbyTimeout
 from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
@@ -408,25 +408,6 @@ def _recorded(run: JobRun) -> str:
         "its outcome could not be recorded (its claim was lost, or the database "
         "failed), so the next run takes the window over when the lease ends"
     )
-
-
-def adopt(job: str, window: str, token: str) -> JobRun | None:
-    """The claim on ``job``'s ``window`` with ``token``, if it is still held.
-
-    The scheduler claims a fire in its own process and starts the job's
-    process only when it won; that process runs under the claim from here on
-    (its heartbeat renews it, its outcome releases it) instead of claiming
-    again. One indexed read.
-    """
-    db = jobclaims_settings.claims_database(JobRun)
-    try:
-        held = uuid.UUID(token)
-    except ValueError:
-        return None
-    held_run = JobRun.objects.active().filter(job=job, window=window, token=held)
-    # Started in a crowd (every job due at one fire), the read may meet a
-    # busy database: it asks for another try, as a claim would.
-    return retries.retrying(connections[db], held_run.first)
 
 
 def scheduled_key(scheduled: schedules.JobSchedule, explicit: str | None) -> str:

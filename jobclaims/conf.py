@@ -17,7 +17,6 @@ same message, so a job never runs on a setting it misread.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import cast
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections, router
+from django.db import router
 from django.db.models import Model
 
 from jobclaims import leases
@@ -192,45 +191,3 @@ class JobClaimsSettings:
 
 
 jobclaims_settings = JobClaimsSettings()
-
-
-#: The databases a process passes on to the processes it starts, by alias.
-DATABASE_NAMES_VARIABLE = "JOBCLAIMS_DATABASE_NAMES"
-
-
-def database_names() -> dict[str, str]:
-    """This process's database names by alias, for ``DATABASE_NAMES_VARIABLE``."""
-    return {alias: str(connections[alias].settings_dict["NAME"]) for alias in connections}
-
-
-def use_parents_databases() -> None:
-    """Open the very databases the parent process uses, if it named them.
-
-    A scheduler's job and a raced instance must claim where their parent
-    does. Under a test runner that is a test database that the settings do
-    not name, so the parent passes the names on (``database_names()``).
-
-    The names go into the connection handler's own copy of ``DATABASES``,
-    which Django shares with the settings until then: every connection
-    opened from here on, in any thread (a heartbeat opens its own), opens
-    the parent's database, and the settings stay as the project wrote them.
-    Call it before any other thread connects.
-    """
-    names = os.environ.get(DATABASE_NAMES_VARIABLE)
-    parents = cast("dict[str, str]", json.loads(names) if names else {})
-    moved = {
-        alias: name
-        for alias, name in parents.items()
-        if connections.settings[alias]["NAME"] != name
-    }
-    if not moved:
-        return
-    connections.settings = {
-        alias: {**database, "NAME": moved.get(alias, database["NAME"])}
-        for alias, database in connections.settings.items()
-    }
-    for alias in moved:
-        # This thread's connection was made from the settings' dict: the
-        # next one is made from the copy.
-        connections[alias].close()
-        del connections[alias]

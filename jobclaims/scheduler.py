@@ -24,28 +24,25 @@ claims to expire and be taken over, like any dead holder.
 from __future__ import annotations
 
 import datetime
-import json
-import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.core.management import get_commands, load_command_class
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 
 from jobclaims import attempts, pauses, schedule_versions, windows
+from jobclaims.children import job_argv, job_environment
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.commands import JobCommand
-from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, jobclaims_settings
+from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun
 from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
 from jobclaims.seen import SeenRecorder
@@ -118,34 +115,6 @@ def schedule_of(job: str) -> JobSchedule | None:
     except ValueError:
         return None  # Check W005 reports it.
     return next((each for each in jobs if each.job == job), None)
-
-
-def child_argv(job: JobSchedule, key: str, run: JobRun, verbosity: int = 1) -> list[str]:
-    """How a won fire's job is started: ``django-admin <job>`` under our claim."""
-    return [
-        sys.executable,
-        "-m",
-        "django",
-        job.command,
-        "--window",
-        key,
-        "--claim-token",
-        str(run.token),
-        # This scheduler ran them as it started; each fire need not again.
-        "--skip-checks",
-        f"--verbosity={verbosity}",
-    ]
-
-
-def child_environment() -> dict[str, str]:
-    """The scheduler's settings, import path and databases, wherever it was
-    started from (its job claims nothing: it adopts the scheduler's claim)."""
-    return {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
-        "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
-        DATABASE_NAMES_VARIABLE: json.dumps(database_names()),
-    }
 
 
 @dataclass
@@ -501,9 +470,9 @@ class Scheduler:
         late = (run.claimed_at - fire).total_seconds()
         try:
             process = subprocess.Popen(
-                child_argv(job, run.window, run, self.verbosity),
+                job_argv(job, run.window, run, self.verbosity),
                 stdin=subprocess.DEVNULL,
-                env=child_environment(),
+                env=job_environment(),
                 # Our own signals reach the job once, passed on by shutdown().
                 start_new_session=True,
             )

@@ -9,29 +9,26 @@ In pytest, the ``race_command`` fixture (from the plugin this package
 installs) is ``race`` with a transactional database; in Django's own test
 runner, subclass ``RaceTestCase``. Either way the test database must take
 committed data and, for SQLite, be a file other processes can open.
+
+A test that starts a process of its own points it at the test databases
+with ``child_environment()`` (in the parent) and ``connect_child()`` (in the
+child), from ``jobclaims.children``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
 from django.test import TransactionTestCase
 
 from jobclaims import signals
-from jobclaims.conf import DATABASE_NAMES_VARIABLE, database_names, use_parents_databases
-
-if TYPE_CHECKING:
-    from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
+from jobclaims.children import child_environment, connect_child
 
 _START_VARIABLE = "JOBCLAIMS_RACE_START_FD"
 _REPORT_VARIABLE = "JOBCLAIMS_RACE_REPORT_FD"
@@ -215,34 +212,6 @@ class RaceTestCase(TransactionTestCase):
 
     def assertRanOnce(self, results: list[InstanceResult]) -> None:
         assert_ran_once(results)
-
-
-def child_environment() -> dict[str, str]:
-    """Point a child process at our settings and the very databases we use."""
-    for alias in connections:
-        connection = connections[alias]
-        # The vendor names SQLite's wrapper; the cast tells mypy so.
-        if connection.vendor == "sqlite" and cast("SQLiteWrapper", connection).is_in_memory_db():
-            raise ImproperlyConfigured(
-                f"the {alias!r} database is an in-memory SQLite database, which "
-                "other processes cannot open; give it a file: set "
-                f"DATABASES[{alias!r}]['TEST'] = {{'NAME': 'test.sqlite3'}}"
-            )
-    return {
-        "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
-        "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
-        DATABASE_NAMES_VARIABLE: json.dumps(database_names()),
-    }
-
-
-def connect_child() -> None:
-    """In a child process: set Django up on the parent's databases."""
-    import django
-
-    django.setup()
-    use_parents_databases()
-    for alias in connections:
-        connections[alias].ensure_connection()
 
 
 def _run_instance(argv: list[str]) -> None:

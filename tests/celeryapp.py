@@ -18,7 +18,7 @@ from celery import Celery, shared_task
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 django.setup()
 
-from jobclaims.conf import use_parents_databases  # noqa: E402  # Needs Django set up.
+from jobclaims.children import use_parents_databases  # noqa: E402  # Needs Django set up.
 
 # The test databases the race kit names; the worker forks its pool after
 # this, so nothing is connected yet (a connection must not be shared).
