@@ -5,19 +5,23 @@ Each process here runs with its settings frozen
 (tests/testapp/frozen_settings.py): a write into a setting, or into a dict
 one holds such as ``DATABASES["default"]``, raises there. The names of this
 test run's databases are not in the settings, so every process must still
-find them, in every thread it opens a connection from.
+find them, in every thread it opens a connection from. A scan of the
+package's source covers the paths those processes do not take.
 """
 
 from __future__ import annotations
 
+import ast
 import datetime
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+import jobclaims
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun
 from jobclaims.testing import (
@@ -29,12 +33,11 @@ from jobclaims.testing import (
 )
 from tests.testapp.models import Charge
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 FROZEN = {"TESTAPP_FROZEN_SETTINGS": "1"}
 SECOND = datetime.timedelta(seconds=1)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_write_into_the_settings_fails_a_frozen_process():
     # What jobclaims once did to open its parent's test database.
     written = (
@@ -54,12 +57,14 @@ def test_a_write_into_the_settings_fails_a_frozen_process():
     assert "SettingsWritten: settings.DATABASES['default'] was written" in done.stderr
 
 
+@pytest.mark.django_db(transaction=True)
 def test_raced_instances_claim_on_the_test_database():
     results = race("charge_ledger", "--window", "2026-11-29T10:00", env=FROZEN)
     assert_ran_once(results)
     assert Charge.objects.count() == 1
 
 
+@pytest.mark.django_db(transaction=True)
 def test_the_scheduler_and_its_job_run_on_the_test_database():
     schedules_in_force_since(datetime.timedelta(days=30))
     [host] = start("jobclaims_scheduler", "--once", "--job", "nightly_latest", env=FROZEN)
@@ -71,6 +76,7 @@ def test_the_scheduler_and_its_job_run_on_the_test_database():
     assert list(Charge.objects.values_list("window", flat=True)) == [run.window]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_jobs_heartbeat_renews_on_the_test_database():
     run = JobRun.objects.claim("tick", "2026-11-29T10:00:00+00:00", lease=5 * SECOND)
     assert run is not None
@@ -92,3 +98,50 @@ def test_a_jobs_heartbeat_renews_on_the_test_database():
     assert result.returncode == 0, result
     run.refresh_from_db()
     assert run.status == JobRun.Status.SUCCEEDED
+
+
+def _writes_into_settings(source: str) -> list[int]:
+    """The lines of ``source`` that assign or delete into ``django.conf.settings``,
+    by whatever name the module imported it as."""
+    tree = ast.parse(source)
+    names = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "django.conf"
+        for alias in node.names
+        if alias.name == "settings"
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            root = target
+            while isinstance(root, (ast.Attribute, ast.Subscript)):
+                root = root.value
+            if root is not target and isinstance(root, ast.Name) and root.id in names:
+                found.append(node.lineno)
+    return found
+
+
+def test_no_module_of_the_package_assigns_into_the_settings():
+    """The processes above take the paths a test runs; this reads every other."""
+    package = Path(jobclaims.__file__).parent
+    written = {
+        str(path.relative_to(package)): lines
+        for path in sorted(package.rglob("*.py"))
+        if (lines := _writes_into_settings(path.read_text()))
+    }
+    assert written == {}
+
+
+def test_an_assignment_into_the_settings_would_be_found():
+    source = (
+        "from django.conf import settings as django_settings\n"
+        "django_settings.DATABASES['default']['NAME'] = 'elsewhere'\n"
+    )
+    assert _writes_into_settings(source) == [2]
