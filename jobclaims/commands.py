@@ -195,7 +195,7 @@ class JobCommand(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         job = self.job_name or self._command_name()
         lease = self._lease(options["lease"])
-        if found := timeouts.problems(type(self).__name__, self.timeout, self.timeout_grace):
+        if found := timeouts.problems(self._command_name(), self.timeout, self.timeout_grace):
             raise CommandError(found[0])
         if options.get("claim_token"):
             self._run_adopted(job, lease, args, options)

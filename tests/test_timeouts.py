@@ -114,7 +114,7 @@ def test_a_timeout_that_is_not_a_positive_timedelta_is_refused_naming_the_fix(mo
     _out, err, status = run_command("stubborn")
     assert status == 1
     assert err == (
-        "Command: timeout must be a positive datetime.timedelta, like "
+        "stubborn: timeout must be a positive datetime.timedelta, like "
         f"timedelta(minutes=30), or None for no timeout, not {timeout!r}"
     )
     assert not JobRun.objects.exists()
@@ -130,7 +130,7 @@ def test_a_negative_grace_is_refused_naming_the_fix(monkeypatch):
     _, err, status = run_command("stubborn")
     assert (status, err) == (
         1,
-        "Command: timeout_grace must be a datetime.timedelta of 0 or more, not "
+        "stubborn: timeout_grace must be a datetime.timedelta of 0 or more, not "
         "datetime.timedelta(days=-1, seconds=86399)",
     )
 
