@@ -192,7 +192,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
             finished_at=now,
             cancelled_at=now,
             cancelled_by=by,
-            error=f"Cancelled by {by} while it ran.",
+            error=f"Cancelled by {by}.",
         )
 
     def claims_of(self, job: str, window: str | None = None) -> JobRunQuerySet:

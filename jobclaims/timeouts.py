@@ -8,7 +8,7 @@ can, depending on how it was started:
   ``timeout_grace`` later if it is still running. The scheduler then
   settles the fire as timed out (``jobclaims.attempts``);
 - started any other way (cron, by hand), by the process itself: a timer
-  thread sends the process SIGTERM at ``timeout`` after the claim, and if
+  thread sends the process SIGTERM ``timeout`` after its run started, and if
   the run ignores it, records the run timed out at the end of the grace
   and kills the process (``stopping.SelfStop``).
 

@@ -10,8 +10,8 @@ import pytest
 
 from jobclaims.models import JobRun
 from jobclaims.testing import start
-from tests.helpers import run_command, states_of, wait_until
-from tests.test_timeouts import is_gone, started_pid
+from tests.helpers import is_gone, run_command, states_of, wait_until
+from tests.test_timeouts import started_pid
 from tests.testapp.management.commands import stubborn
 from tests.testapp.models import Charge
 

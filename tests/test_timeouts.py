@@ -12,7 +12,7 @@ from jobclaims.attempts import RetryPolicy
 from jobclaims.commands import TIMED_OUT_STATUS
 from jobclaims.models import JobRun
 from jobclaims.testing import start
-from tests.helpers import run_command, states_of
+from tests.helpers import is_gone, run_command, states_of
 from tests.testapp.management.commands import stubborn
 from tests.testapp.models import Charge
 
@@ -32,16 +32,8 @@ def the_run() -> JobRun:
     return JobRun.objects.get(job="stubborn")
 
 
-def is_gone(pid: int) -> bool:
-    """Whether process ``pid`` has exited (a zombie not yet reaped included)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def started_pid() -> int:
+    """The process of the stubborn job's run."""
     return Charge.objects.get(job="stubborn", step=stubborn.STARTED).pid
 
 
