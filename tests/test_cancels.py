@@ -56,6 +56,8 @@ def assert_cancelled_and_fenced(committed: int) -> None:
     assert Charge.objects.filter(job="stubborn", step=stubborn.REFUSED).exists()
 
 
+# Timed to the second: never beside another fleet of processes.
+@pytest.mark.xdist_group("fleets")
 def test_a_cancel_from_another_process_stops_the_schedulers_child_within_a_second():
     # Fails without the scheduler's watch: the child runs on, under no claim.
     [host] = start(
@@ -74,6 +76,8 @@ def test_a_cancel_from_another_process_stops_the_schedulers_child_within_a_secon
     assert_cancelled_and_fenced(committed)
 
 
+# Timed to the second: never beside another fleet of processes.
+@pytest.mark.xdist_group("fleets")
 def test_a_run_started_directly_learns_of_its_cancel_at_its_next_renewal_and_stops():
     # A 1.5 s lease is renewed every half second.
     [instance] = start("stubborn", env={"STUBBORN_LEASE": "1.5"})
@@ -88,6 +92,8 @@ def test_a_run_started_directly_learns_of_its_cancel_at_its_next_renewal_and_sto
     assert_cancelled_and_fenced(committed)
 
 
+# Timed to the second: never beside another fleet of processes.
+@pytest.mark.xdist_group("fleets")
 def test_a_run_that_ignores_the_cancels_sigterm_is_killed_after_its_grace():
     [instance] = start(
         "stubborn",

@@ -37,6 +37,8 @@ def started_pid() -> int:
     return Charge.objects.get(job="stubborn", step=stubborn.STARTED).pid
 
 
+# Timed to the second: never beside another fleet of processes.
+@pytest.mark.xdist_group("fleets")
 def test_a_job_that_ignores_sigterm_is_killed_by_its_scheduler_and_recorded_timed_out():
     # Fails without the timeout: the job never ends, and --once never returns.
     [host] = start("jobclaims_scheduler", "--once", "--job", "stubborn", env=IGNORING)
@@ -57,6 +59,8 @@ def test_a_job_that_ignores_sigterm_is_killed_by_its_scheduler_and_recorded_time
     assert is_gone(started_pid())
 
 
+# Timed to the second: never beside another fleet of processes.
+@pytest.mark.xdist_group("fleets")
 def test_a_job_that_heeds_the_sigterm_at_its_timeout_is_recorded_timed_out_with_its_traceback():
     [host] = start("jobclaims_scheduler", "--once", "--job", "stubborn", env=TIMED)
     result = host.finish(timeout=30)
@@ -70,6 +74,8 @@ def test_a_job_that_heeds_the_sigterm_at_its_timeout_is_recorded_timed_out_with_
     assert 1.5 <= took < 2.5 + float(GRACE), took
 
 
+# Timed to the second: never beside another fleet of processes.
+@pytest.mark.xdist_group("fleets")
 def test_a_job_started_directly_that_ignores_sigterm_kills_itself_and_is_recorded_timed_out():
     # Fails without the watchdog: the process ignores its own SIGTERM and runs on.
     [instance] = start("stubborn", env=IGNORING)
@@ -83,6 +89,8 @@ def test_a_job_started_directly_that_ignores_sigterm_kills_itself_and_is_recorde
     assert states_of("stubborn") == {run.window: "timed-out"}
 
 
+# Timed to the second: never beside another fleet of processes.
+@pytest.mark.xdist_group("fleets")
 def test_a_job_started_directly_stops_at_its_timeout_and_exits_as_timeout_does():
     [instance] = start("stubborn", env=TIMED)
     result = instance.finish(timeout=30)
