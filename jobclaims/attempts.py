@@ -11,7 +11,11 @@ that is not final), so that whichever host looks next reads one decision:
   takes it over at its next look, whatever the fire's age;
 - it failed, or its process died (SIGKILL, the OOM killer): one more
   failure; while failures are within the job's ``retries`` the fire is
-  ``retrying`` with the next attempt due after the backoff, else ``failed``.
+  ``retrying`` with the next attempt due after the backoff, else ``failed``;
+- its scheduler stopped it at its timeout (``jobclaims.timeouts``): a
+  failure like any other, ``timed-out`` once no retry is left;
+- an operator cancelled it (``jobclaims.cancels``): its row says so
+  already, and is left as it is: a cancel is not retried.
 
 Every scheduler claims due retries as it claims fires, so each attempt runs
 on exactly one host however many look. A run started by cron (no scheduler)
@@ -25,7 +29,8 @@ import datetime
 import random
 from dataclasses import dataclass
 
-from django.db.models import F
+from django.db.models import F, TextField, Value
+from django.db.models.functions import Concat
 
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun
@@ -84,22 +89,34 @@ def hand_off(run: JobRun, why: str) -> bool:
     return _settle(run, JobRun.Status.RETRYING, why, retry_in=ZERO, failed=False)
 
 
-def after_failure(run: JobRun, policy: RetryPolicy, why: str) -> str | None:
+def after_failure(
+    run: JobRun, policy: RetryPolicy, why: str, final: str = JobRun.Status.FAILED
+) -> str | None:
     """Count a failure of ``run`` and schedule its retry if the policy has one left.
 
     ``run`` is the claim as the scheduler took it: the row is changed only if
     its run still holds it or recorded its failure. Returns the status
-    written (``retrying`` or ``failed``), or ``None`` when the run succeeded
-    or another instance holds the row now.
+    written (``retrying`` or ``final``), or ``None`` when the run succeeded,
+    an operator cancelled it, or another instance holds the row now.
     """
     failures = _stored_failures(run)
     if failures is None:
         return None
     if failures + 1 > policy.retries:
-        status, retry_in = JobRun.Status.FAILED, None
+        status, retry_in = final, None
     else:
         status, retry_in = JobRun.Status.RETRYING, policy.wait(failures + 1)
-    return status if _settle(run, status, why, retry_in=retry_in, failed=True) else None
+    # A timeout is what the process's own traceback does not say.
+    settled = _settle(
+        run, status, why, retry_in=retry_in, failed=True, why_first=final != JobRun.Status.FAILED
+    )
+    return status if settled else None
+
+
+def after_timeout(run: JobRun, policy: RetryPolicy, why: str) -> str | None:
+    """``after_failure()`` for a run its scheduler stopped at its timeout:
+    a failure, recorded ``timed-out`` once no retry is left."""
+    return after_failure(run, policy, why, final=JobRun.Status.TIMED_OUT)
 
 
 def _stored_failures(run: JobRun) -> int | None:
@@ -113,8 +130,10 @@ def _stored_failures(run: JobRun) -> int | None:
 
 
 #: A run's row a scheduler may still settle: running (its process died
-#: before recording) or failed (as the process recorded it).
-_UNSETTLED = (JobRun.Status.RUNNING, JobRun.Status.FAILED)
+#: before recording) or failed (as the process recorded it, or timed out).
+_UNSETTLED = (JobRun.Status.RUNNING, JobRun.Status.FAILED, JobRun.Status.TIMED_OUT)
+#: The statuses a process records with its traceback, which settling keeps.
+_RECORDED = (JobRun.Status.FAILED, JobRun.Status.TIMED_OUT)
 
 
 def _settle(
@@ -124,6 +143,7 @@ def _settle(
     *,
     retry_in: datetime.timedelta | None,
     failed: bool,
+    why_first: bool = False,
 ) -> bool:
     """One compare-and-set: the run's row, if it is still the run's and unsettled."""
     db = run._state.db
@@ -138,8 +158,14 @@ def _settle(
     }
     if failed:
         changes["failures"] = F("failures") + 1
-    # A process that recorded its failure left its traceback: keep it.
-    written = rows.filter(status=JobRun.Status.FAILED).exclude(error="").update(**changes)
+    # A process that recorded its failure left its traceback: keep it
+    # (after ``why``, with ``why_first``).
+    kept = (
+        Concat(Value(f"{why}\n\n"), F("error"), output_field=TextField())
+        if why_first
+        else F("error")
+    )
+    written = rows.filter(status__in=_RECORDED).exclude(error="").update(error=kept, **changes)
     written = written or rows.update(error=why, **changes)
     if written:
         run.status = status

@@ -22,7 +22,7 @@ from django.db import DatabaseError, connections
 from jobclaims import leases, retries
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.exceptions import ClaimLost, LeaseLapsed, NotClaimed
+from jobclaims.exceptions import ClaimLost, JobCancelled, JobTimedOut, LeaseLapsed, NotClaimed
 from jobclaims.heartbeat import Heartbeat, lease_deadline
 from jobclaims.models import JobRun
 from jobclaims.states import Refusal
@@ -318,6 +318,7 @@ def holding(
     lease: datetime.timedelta,
     max_run_time: datetime.timedelta | None = None,
     keep_on: tuple[type[BaseException], ...] = (),
+    on_cancel: Callable[[JobCancelled], None] | None = None,
 ) -> Iterator[JobRun]:
     """Hold ``run``'s claim while the block runs, then record how it ended.
 
@@ -333,12 +334,16 @@ def holding(
     running, its lease no longer renewed: a task queue's retry, which comes
     back to the window as the same holder (``jobclaims.contrib.celery``).
 
+    ``on_cancel`` is told when the heartbeat finds that an operator
+    cancelled the run (``jobclaims.cancels``); without it the run's writes
+    are refused from then on, and it goes on until it ends.
+
     The block starts only on a lease this process knows is still its own
     (``start_held()``); otherwise ``LeaseLapsed`` is raised and nothing ran.
     """
     start_held(run, lease, max_run_time)
     try:
-        with Heartbeat(run, lease, max_run_time):
+        with Heartbeat(run, lease, max_run_time, on_cancel):
             yield run
     except ClaimLost:
         raise
@@ -407,7 +412,8 @@ def start_held(
 def record_failure(run: JobRun, error: BaseException) -> None:
     """Record the run failed with ``error``, so the next instance retries it at once.
 
-    The error's one-line summary comes first, then the traceback.
+    The error's one-line summary comes first, then the traceback. A run
+    stopped at its timeout is recorded timed out, a failure of its own name.
     """
     db = run._state.db
     assert db is not None, "a claimed run was saved, so it has a database"
@@ -417,7 +423,8 @@ def record_failure(run: JobRun, error: BaseException) -> None:
         connection.close_if_unusable_or_obsolete()
     summary = "".join(traceback.format_exception_only(error)).strip()
     try:
-        run.release(JobRun.Status.FAILED, error=f"{summary}\n\n{traceback.format_exc()}")
+        status = JobRun.Status.TIMED_OUT if isinstance(error, JobTimedOut) else JobRun.Status.FAILED
+        run.release(status, error=f"{summary}\n\n{traceback.format_exc()}")
     except DatabaseError as db_error:
         logger.error(
             "Could not record the failure of %s (%s); the next run takes the "

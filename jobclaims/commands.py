@@ -13,16 +13,27 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from jobclaims import leases, retries, schedules, windows
+from jobclaims import leases, retries, schedules, timeouts, windows
+from jobclaims.cancels import cancellation
 from jobclaims.children import adopt, use_parents_databases
 from jobclaims.claiming import claim_waiting, holding, validate_max_run_time, window_key
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.exceptions import ClaimLost, JobInterrupted, LeaseLapsed, StandbyTimeout
+from jobclaims.exceptions import (
+    ClaimLost,
+    JobCancelled,
+    JobInterrupted,
+    JobTimedOut,
+    LeaseLapsed,
+    StandbyTimeout,
+)
 from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
 from jobclaims.states import PauseNote, Reason, Refusal
-from jobclaims.stopping import interrupting_on_stop_signals
+from jobclaims.stopping import SelfStop, interrupting_on_stop_signals
+
+#: The exit status of a run stopped at its timeout, as timeout(1) exits.
+TIMED_OUT_STATUS = 124
 
 #: True while a job's command runs the system checks, which leave out
 #: jobclaims.W001 then (``JobCommand.check()``).
@@ -94,6 +105,9 @@ class JobCommand(BaseCommand):
     While ``run_job()`` runs, a heartbeat renews the lease every third of it
     (up to ``max_run_time``, if set), and SIGTERM or SIGINT record the claim
     failed ("interrupted") so the next instance need not wait out the lease.
+    A run past ``timeout`` is stopped and recorded timed out
+    (``jobclaims.timeouts``); a run an operator cancelled is stopped and
+    stays recorded cancelled (``jobclaims.cancels``).
     A job that writes to the claim's database can make each write conditional
     on still holding the claim with ``with run.fenced():``.
 
@@ -130,6 +144,14 @@ class JobCommand(BaseCommand):
     retry_backoff: datetime.timedelta = datetime.timedelta(seconds=10)
     #: The longest wait between two attempts.
     retry_backoff_max: datetime.timedelta = datetime.timedelta(minutes=10)
+    #: Stop a run this long after it started (SIGTERM, then SIGKILL after
+    #: ``timeout_grace``) and record it timed out, a failure; None: no limit.
+    #: Unlike ``max_run_time``, which only stops renewing the lease, it ends
+    #: the process: its scheduler's child, or itself when cron started it.
+    timeout: datetime.timedelta | None = None
+    #: How long a run stopped at its timeout, or cancelled, has between
+    #: SIGTERM and SIGKILL.
+    timeout_grace: datetime.timedelta = timeouts.DEFAULT_GRACE
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -183,6 +205,8 @@ class JobCommand(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         job = self.job_name or self._command_name()
         lease = self._lease(options["lease"])
+        if found := timeouts.problems(self._command_name(), self.timeout, self.timeout_grace):
+            raise CommandError(found[0])
         if options.get("claim_token"):
             self._run_adopted(job, lease, args, options)
             return
@@ -337,20 +361,42 @@ class JobCommand(BaseCommand):
         args: tuple[Any, ...],
         options: dict[str, Any],
     ) -> None:
+        stop = SelfStop(timeouts.seconds(self.timeout_grace))
+        # A scheduler's child is timed by its scheduler, from its start.
+        timeout = None if options.get("claim_token") else self.timeout
+
+        def on_cancel(cancelled: JobCancelled) -> None:
+            stop.stop(cancelled, last_words=lambda: None)  # Its row says cancelled.
+
         try:
-            with interrupting_on_stop_signals(), holding(run, lease, self.max_run_time):
+            with (
+                interrupting_on_stop_signals(),
+                stop,
+                holding(run, lease, self.max_run_time, on_cancel=on_cancel),
+                timeouts.timing_out(run, timeout, stop),
+            ):
                 self.run_job(run, *args, **options)
         except JobInterrupted as interrupt:
             raise CommandError(
                 f"{run} was {interrupt}; {_recorded(run)}",
                 returncode=128 + interrupt.signum,
             ) from interrupt
+        except JobTimedOut as timed_out:
+            raise CommandError(
+                f"{run} was {timed_out}; {_recorded(run)}", returncode=TIMED_OUT_STATUS
+            ) from timed_out
+        except JobCancelled as cancelled:
+            raise CommandError(f"{run} was {cancelled}; it stopped") from cancelled
         except LeaseLapsed as lapsed:
             # Not sure it still held the window: step aside, as from a refusal.
             if options["verbosity"]:
                 self.stdout.write(f"{lapsed}.")
             return
         except ClaimLost as lost:
+            if (cancel := cancellation(run)) is not None:
+                raise CommandError(
+                    f"{run} was {cancel}; its writes were refused from then on"
+                ) from lost
             raise CommandError(f"{lost}; stopped without recording an outcome") from lost
         if options["verbosity"]:
             self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
@@ -402,6 +448,8 @@ def _recorded(run: JobRun) -> str:
     """What an interrupted run's claim says now: release() sets its status."""
     if run.status == JobRun.Status.FAILED:
         return "its claim is released as failed, so the next run may start at once"
+    if run.status == JobRun.Status.TIMED_OUT:
+        return "its claim is recorded timed out, so the next run may start at once"
     if run.status == JobRun.Status.SUCCEEDED:
         return "it had finished, and its success is recorded"
     return (

@@ -322,7 +322,7 @@ def _refusal(new: ClaimRow, blocking: list[Rival]) -> Refusal:
         reason = Reason.OVERLAP
     elif row.status == Status.SUCCEEDED:
         reason = Reason.SUCCEEDED
-    elif row.status in (Status.FAILED, Status.RETRYING):
+    elif row.status != Status.RUNNING:  # Failed, retrying, timed out or cancelled.
         reason = Reason.FAILED
     else:
         reason = Reason.HELD

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import signal
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,31 @@ class JobInterrupted(BaseException):
     def __init__(self, signum: int):
         self.signum = signum
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+class JobTimedOut(BaseException):
+    """The run reached its job's ``timeout``: the process stops it (``jobclaims.timeouts``).
+
+    A ``BaseException`` for the reason ``JobInterrupted`` is one. The run
+    is recorded timed out.
+    """
+
+    def __init__(self, timeout: datetime.timedelta):
+        self.timeout = timeout
+        super().__init__(f"stopped at its timeout of {timeout}")
+
+
+class JobCancelled(BaseException):
+    """An operator cancelled the run (``jobclaims.cancels``): the process stops it.
+
+    A ``BaseException`` for the reason ``JobInterrupted`` is one. The row
+    says cancelled already; nothing more is recorded.
+    """
+
+    def __init__(self, by: str, at: datetime.datetime | None):
+        self.by, self.at = by, at
+        when = f" at {at:%Y-%m-%d %H:%M:%S} UTC" if at else ""
+        super().__init__(f"cancelled by {by}{when}")
 
 
 class NotClaimed(Exception):

@@ -190,8 +190,9 @@ class JobHealth:
             )
         if self.failed is not None:
             summary = self.failed.error.partition("\n")[0] or "no error recorded"
+            ended = "timed out" if self.failed.status == JobRun.Status.TIMED_OUT else "failed"
             found.append(
-                f"failed: its last run, {self.failed.window}, failed "
+                f"failed: its last run, {self.failed.window}, {ended} "
                 f"({self.failures_in_a_row} in a row): {summary}"
             )
         for run in self.dead:

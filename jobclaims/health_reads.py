@@ -43,7 +43,8 @@ MISSED_COUNTED = 1000
 DURATIONS_COUNTED = 20
 
 SUCCEEDED = Q(status=JobRun.Status.SUCCEEDED)
-FAILED = Q(status=JobRun.Status.FAILED)
+#: A timed-out run is a failure too (``jobclaims.timeouts``); a cancelled one is not.
+FAILED = Q(status__in=[JobRun.Status.FAILED, JobRun.Status.TIMED_OUT])
 
 
 @dataclass(frozen=True)

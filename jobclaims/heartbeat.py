@@ -12,6 +12,8 @@ thread hangs. Two things stop it: a renewal that finds the lease ended (an
 operator expired it, or it lapsed) treats the claim as lost and renews no
 more, and a maximum run time past which the lease is not extended, so a hung
 run loses its window to the next instance as a crashed one does.
+A renewal refused because an operator cancelled the run (``jobclaims.cancels``)
+tells the job's process, which stops the run.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+from collections.abc import Callable
 
 from django.db import DatabaseError, connections
 
 from jobclaims import leases
+from jobclaims.cancels import cancellation
+from jobclaims.exceptions import JobCancelled
 from jobclaims.models import JobRun
 
 logger = logging.getLogger("jobclaims")
@@ -42,10 +47,13 @@ class Heartbeat:
         run: JobRun,
         lease: datetime.timedelta,
         max_run_time: datetime.timedelta | None = None,
+        on_cancel: Callable[[JobCancelled], None] | None = None,
     ):
         self.run = run
         self.lease = lease
         self.deadline = lease_deadline(run, max_run_time)
+        #: Told when a renewal was refused because an operator cancelled the run.
+        self.on_cancel = on_cancel
         self.lost = threading.Event()
         self._failed = False
         self._stopped = threading.Event()
@@ -66,6 +74,8 @@ class Heartbeat:
             while not self._past_deadline() and not self._stopped.wait(self._until_due()):
                 if not self._renew():
                     self.lost.set()
+                    if self._told_of_cancel():
+                        return
                     logger.warning(
                         "The lease of %s ended before its renewal (expired by an "
                         "operator, or it lapsed); it is no longer renewed, and the "
@@ -77,6 +87,20 @@ class Heartbeat:
         finally:
             # Django opens one connection per thread; this one is ours alone.
             connections.close_all()
+
+    def _told_of_cancel(self) -> bool:
+        """Whether the refused renewal was of a run an operator cancelled,
+        telling ``on_cancel`` so. A read that fails says no: the claim is lost."""
+        try:
+            cancelled = cancellation(self.run)
+        except DatabaseError:
+            return False
+        if cancelled is None:
+            return False
+        logger.warning("%s was %s", self.run, cancelled, extra=self._fields())
+        if self.on_cancel is not None:
+            self.on_cancel(cancelled)
+        return True
 
     def _until_due(self) -> float:
         """Seconds until the next renewal: when two renewal intervals of the

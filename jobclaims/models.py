@@ -72,7 +72,14 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         return self.running().filter(expires_at__lte=DatabaseNow())
 
     def finished(self) -> JobRunQuerySet:
-        return self.filter(status__in=[JobRun.Status.SUCCEEDED, JobRun.Status.FAILED])
+        return self.filter(
+            status__in=[
+                JobRun.Status.SUCCEEDED,
+                JobRun.Status.FAILED,
+                JobRun.Status.TIMED_OUT,
+                JobRun.Status.CANCELLED,
+            ]
+        )
 
     def in_state(self, state: str) -> JobRunQuerySet:
         """Claims in ``state``, one of ``states.State``."""
@@ -82,6 +89,8 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
             State.SUCCEEDED: lambda: self.filter(status=JobRun.Status.SUCCEEDED),
             State.FAILED: lambda: self.filter(status=JobRun.Status.FAILED),
             State.RETRYING: lambda: self.filter(status=JobRun.Status.RETRYING),
+            State.TIMED_OUT: lambda: self.filter(status=JobRun.Status.TIMED_OUT),
+            State.CANCELLED: lambda: self.filter(status=JobRun.Status.CANCELLED),
         }
         return filters[State(state)]()
 
@@ -162,6 +171,36 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         lease. Raises ``UnknownClaim``, naming what does exist, when the job
         or the window has never been claimed: nothing is changed then.
         """
+        return self.claims_of(job, window).active().expire()
+
+    def cancel(self, by: str) -> int:
+        """End these runs that are running or waiting for a retry as
+        cancelled by ``by``, now, by the database clock; return how many.
+
+        One compare-and-set UPDATE. From its commit each run's fenced
+        writes, renewals and outcome are refused (they need the row running
+        under its token), the window no longer holds the job, and the run's
+        process is told: by its scheduler, or by its heartbeat
+        (``jobclaims.cancels``).
+        """
+        now = DatabaseNow()
+        return self.filter(status__in=[JobRun.Status.RUNNING, JobRun.Status.RETRYING]).update(
+            status=JobRun.Status.CANCELLED,
+            holds_job=None,
+            retry_at=None,
+            expires_at=now,
+            finished_at=now,
+            cancelled_at=now,
+            cancelled_by=by,
+            error=f"Cancelled by {by}.",
+        )
+
+    def claims_of(self, job: str, window: str | None = None) -> JobRunQuerySet:
+        """``job``'s claims (of one ``window``), for an operator's command.
+
+        Raises ``UnknownClaim``, naming what does exist, when the job or the
+        window has never been claimed: likely a typo.
+        """
         runs = self.filter(job=job)
         if not runs.exists():
             raise UnknownClaim(f"no claim of job {job!r} exists; {self._known_jobs()}")
@@ -171,7 +210,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
                     f"job {job!r} has no claim of window {window!r}; {runs._newest_windows()}"
                 )
             runs = runs.filter(window=window)
-        return runs.active().expire()
+        return runs
 
     def _known_jobs(self, shown: int = 5) -> str:
         names = self.order_by("job").values_list("job", flat=True).distinct()
@@ -363,6 +402,15 @@ class JobRun(models.Model):
     expires_at = models.DateTimeField(_("expires at"), db_default=DatabaseNow())
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     error = models.TextField(_("error"), blank=True)
+    # db_default: the claim's own INSERT (jobclaims.sql) names only its columns.
+    cancelled_by = models.CharField(
+        _("cancelled by"),
+        max_length=150,
+        blank=True,
+        db_default="",
+        help_text=_("The OS user of the command, or the admin user, that cancelled the run."),
+    )
+    cancelled_at = models.DateTimeField(_("cancelled at"), null=True, blank=True)
 
     objects = JobRunManager()
 
@@ -467,8 +515,8 @@ class JobRun(models.Model):
         least ``retries.RETRY_FOR``); then the last error is raised. The
         outcome of work that ran must not be lost to a moment's fault.
         """
-        if status not in (self.Status.SUCCEEDED, self.Status.FAILED):
-            raise ValueError(f"release() takes succeeded or failed, not {status!r}")
+        if status not in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.TIMED_OUT):
+            raise ValueError(f"release() takes succeeded, failed or timed-out, not {status!r}")
         db = self._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
         connection = connections[db]

@@ -11,7 +11,10 @@ statements, never a Python process.
 When a child ends without succeeding (it failed, could not start, died
 before adopting its claim, or was killed) the scheduler settles the fire by
 the job's retry policy (``jobclaims.attempts``): retrying after a backoff, or
-failed. Every scheduler claims due retries as it claims fires, so each
+failed. While children run, it looks every ``WATCH`` for one past its job's
+``timeout`` or one an operator cancelled, and stops it: SIGTERM, then
+SIGKILL after the job's ``timeout_grace`` (``jobclaims.timeouts``,
+``jobclaims.cancels``). Every scheduler claims due retries as it claims fires, so each
 attempt runs on one host.
 
 Stopped by SIGTERM or SIGINT, a scheduler starts nothing more and gives its
@@ -38,7 +41,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 
-from jobclaims import attempts, pauses, schedule_versions, windows
+from jobclaims import attempts, cancels, pauses, schedule_versions, timeouts, windows
 from jobclaims.children import job_argv, job_environment
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.commands import JobCommand
@@ -50,6 +53,8 @@ from jobclaims.states import Refusal
 
 #: While children run or fires wait to be caught up, look again this often.
 POLL = 1.0
+#: While children run, look this often for one past its timeout or cancelled.
+WATCH = 0.5
 #: How long to wait before trying again when the database does not answer.
 RECONNECT = 5.0
 #: The lease a scheduler claims a fire with; the job's process renews it to
@@ -136,6 +141,21 @@ class Child:
     started: float = field(default_factory=time.monotonic)
     #: Whether this scheduler passed a stop signal on to it.
     interrupted: bool = False
+    #: Why this scheduler stopped it, if it did: timed out or cancelled.
+    stopped: str | None = None
+    #: When (``time.monotonic()``) a stopped child that still runs is killed.
+    kill_at: float = 0.0
+
+    def stop(self, why: str) -> None:
+        """SIGTERM now, SIGKILL after the job's grace (``watch()`` sends it)."""
+        self.stopped = why
+        self.kill_at = time.monotonic() + self.job.timeout_grace.total_seconds()
+        if self.process.poll() is None:
+            self.process.terminate()
+
+    def past_timeout(self, now: float) -> bool:
+        timeout = self.job.timeout
+        return timeout is not None and now - self.started >= timeout.total_seconds()
 
 
 @dataclass
@@ -195,6 +215,7 @@ class Scheduler:
                     now = database_now(self.db)
                     read_at = time.monotonic()
                     self.reap()
+                    self.watch()
                     self.start_due(now)
                 except DatabaseError as error:
                     self.warn(
@@ -217,6 +238,7 @@ class Scheduler:
             started = database_now(self.db)
             while not self.stopping.is_set():
                 self.reap()
+                self.watch()
                 now = database_now(self.db)
                 self.start_due(started)
                 # A retry due by now was claimed just now, here or elsewhere.
@@ -280,6 +302,31 @@ class Scheduler:
                 f"exited {code} after {took:.1f} s{note}"
             )
 
+    def watch(self) -> None:
+        """Stop each child past its job's timeout, or whose run an operator
+        cancelled (one read, of the rows of the children): SIGTERM, then
+        SIGKILL once its grace is over, if it still runs."""
+        if not self.children:
+            return
+        now = time.monotonic()
+        cancelled = cancels.cancelled_among(child.run for child in self.children.values())
+        for child in self.children.values():
+            if child.stopped is None and child.run.pk in cancelled:
+                child.stop(JobRun.Status.CANCELLED)
+                self.warn(f"Cancelled {child.run}: sent pid {child.process.pid} SIGTERM")
+            elif child.stopped is None and child.past_timeout(now):
+                child.stop(JobRun.Status.TIMED_OUT)
+                self.warn(
+                    f"{child.run} reached its timeout of {child.job.timeout}: sent pid "
+                    f"{child.process.pid} SIGTERM"
+                )
+            elif child.stopped and now >= child.kill_at and child.process.poll() is None:
+                child.process.kill()
+                self.warn(
+                    f"{child.run} still ran {child.job.timeout_grace} after its SIGTERM: "
+                    f"sent pid {child.process.pid} SIGKILL"
+                )
+
     def _settle(self, child: Child, code: int) -> str:
         """Settle a child's fire by how it ended (``jobclaims.attempts``), and say how."""
         run = child.run
@@ -291,17 +338,33 @@ class Scheduler:
         # the same signal sent to the whole group (systemd's default
         # KillMode), which the job's exit status tells (128 + signal).
         stopped_too = self.signum is not None and code in _STOPPED_STATUSES
+        if child.stopped == JobRun.Status.CANCELLED:
+            return "; cancelled by an operator"  # Its row says so, and by whom.
+        if child.stopped == JobRun.Status.TIMED_OUT:
+            timeout = child.job.timeout
+            assert timeout is not None, "only a job with a timeout is stopped at one"
+            why = (
+                timeouts.killed_message(timeout, child.job.timeout_grace, "its scheduler")
+                if code == -signal.SIGKILL
+                else f"Timed out after {timeout}: its scheduler sent it SIGTERM."
+            )
+            status = attempts.after_timeout(run, child.job.retry, why)
+            return self._settled_note(run, status, "timed out")
         if child.interrupted or stopped_too:
             if attempts.hand_off(run, f"Interrupted by a stop of its scheduler. {why}"):
                 return "; interrupted by the stop, so it is handed off to the next scheduler"
             return ""
         status = attempts.after_failure(run, child.job.retry, why)
+        return self._settled_note(run, status, "failed")
+
+    def _settled_note(self, run: JobRun, status: str | None, recorded: str) -> str:
+        """Say how a fire was settled, and await its retry under ``--once``."""
         if status != JobRun.Status.RETRYING:
-            return "; its claim is recorded failed" if status else ""
+            return f"; its claim is recorded {recorded}" if status else ""
         due = JobRun.objects.filter(pk=run.pk).values_list("retry_at", flat=True).first()
         if due is not None:
             self.awaited[run.job] = Awaited(run.window, due)
-        return f"; it failed, so it is retried at {due:%H:%M:%S.%f} UTC" if due else ""
+        return f"; it {recorded}, so it is retried at {due:%H:%M:%S.%f} UTC" if due else ""
 
     def shutdown(self) -> None:
         """Give running jobs the grace to end, then pass the stop signal on,
@@ -310,6 +373,7 @@ class Scheduler:
             deadline = time.monotonic() + self.grace.total_seconds()
             while self.children and time.monotonic() < deadline:
                 self.reap()
+                self.watch()
                 self.passed_on.wait(min(POLL / 10, max(deadline - time.monotonic(), 0)))
             self.pass_on(self.signum)
         while self.children:
@@ -497,7 +561,7 @@ class Scheduler:
         wait = 3600.0 if soonest is None else (soonest - now).total_seconds()
         # Due retries are looked for this often, so that a fire a stopping
         # host handed off runs again at once.
-        wait = min(wait, POLL)
+        wait = min(wait, WATCH if self.children else POLL)
         # A little past the fire, so the database clock has reached it too.
         return max(wait, 0) + 0.002
 

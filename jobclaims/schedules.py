@@ -30,7 +30,7 @@ from typing import Protocol
 from cronsim import CronSim, CronSimError
 from django.utils import timezone
 
-from jobclaims import attempts, leases, windows
+from jobclaims import attempts, leases, timeouts, windows
 from jobclaims.attempts import RetryPolicy
 from jobclaims.models import JobRun
 from jobclaims.windows import UTC
@@ -228,6 +228,8 @@ class ScheduledCommand(Protocol):
     retry_backoff: datetime.timedelta
     retry_backoff_max: datetime.timedelta
     lease: datetime.timedelta | None
+    timeout: datetime.timedelta | None
+    timeout_grace: datetime.timedelta
 
     @classmethod
     def declares_window(cls) -> bool: ...
@@ -252,6 +254,11 @@ class JobSchedule:
     misfire_deadline: datetime.timedelta | None
     #: What the scheduler does with a fire that failed (``jobclaims.attempts``).
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: How long the job's process may run before the scheduler stops it
+    #: (``jobclaims.timeouts``); None: no limit.
+    timeout: datetime.timedelta | None = None
+    #: Between the SIGTERM of a stop (timeout, cancel) and its SIGKILL.
+    timeout_grace: datetime.timedelta = timeouts.DEFAULT_GRACE
 
     @classmethod
     def of(cls, command: ScheduledCommand, name: str) -> JobSchedule:
@@ -273,6 +280,8 @@ class JobSchedule:
             misfire=command.misfire,
             misfire_deadline=command.misfire_deadline,
             retry=RetryPolicy(command.retries, command.retry_backoff, command.retry_backoff_max),
+            timeout=command.timeout,
+            timeout_grace=command.timeout_grace,
         )
 
     @property
@@ -407,6 +416,7 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
         command_class.retry_backoff,
         command_class.retry_backoff_max,
     )
+    found += timeouts.problems(name, command_class.timeout, command_class.timeout_grace)
     if command_class.declares_window():
         try:
             window = windows.resolve(command_class.window)

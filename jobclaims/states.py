@@ -29,6 +29,10 @@ class Status(models.TextChoices):
     #: Failed or interrupted under a scheduler; the next attempt is due at
     #: ``retry_at`` (``jobclaims.attempts``).
     RETRYING = "retrying", _("retrying")
+    #: Stopped at the job's ``timeout``; counted as a failure (``jobclaims.timeouts``).
+    TIMED_OUT = "timed-out", _("timed out")
+    #: Cancelled by an operator while it ran (``jobclaims.cancels``).
+    CANCELLED = "cancelled", _("cancelled")
 
 
 class State(models.TextChoices):
@@ -39,6 +43,8 @@ class State(models.TextChoices):
     SUCCEEDED = "succeeded", _("succeeded")
     FAILED = "failed", _("failed")
     RETRYING = "retrying", _("retrying")
+    TIMED_OUT = "timed-out", _("timed out")
+    CANCELLED = "cancelled", _("cancelled")
 
 
 class Reason(models.TextChoices):
@@ -168,6 +174,8 @@ MEANINGS = {
     State.SUCCEEDED: _("Finished and succeeded."),
     State.FAILED: _("Finished and failed; the next run takes this window over."),
     State.RETRYING: _("Failed or interrupted; a scheduler runs it again when its retry is due."),
+    State.TIMED_OUT: _("Stopped at its timeout, a failure; the next run takes this window over."),
+    State.CANCELLED: _("Cancelled by an operator while it ran; a rerun of the window may take it."),
 }
 
 
@@ -180,13 +188,17 @@ def state_expression() -> Case:
         When(running, then=Value(State.EXPIRED.value)),
         When(status=Status.SUCCEEDED, then=Value(State.SUCCEEDED.value)),
         When(status=Status.RETRYING, then=Value(State.RETRYING.value)),
+        When(status=Status.TIMED_OUT, then=Value(State.TIMED_OUT.value)),
+        When(status=Status.CANCELLED, then=Value(State.CANCELLED.value)),
         default=Value(State.FAILED.value),
         output_field=models.CharField(),
     )
 
 
-#: The finished statuses that let the next claim in without ``force``.
-_OPEN = (Status.FAILED, Status.RETRYING)
+#: The finished statuses that let the next claim in without ``force``. A
+#: cancelled window is open like a failed one: the operator stopped that run,
+#: not the window (pause the job to keep its next runs from starting).
+_OPEN = (Status.FAILED, Status.RETRYING, Status.TIMED_OUT, Status.CANCELLED)
 
 
 def may_take_over(status: str, lapsed: bool, force: bool, take_failed: bool = True) -> bool:

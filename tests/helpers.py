@@ -53,6 +53,15 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30) ->
         time.sleep(0.05)
 
 
+def is_gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie not yet reaped included)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def unavailable(message: str) -> NoReturn:
     """Skip a test this machine cannot run; under ``CI=true``, fail it.
 

@@ -332,3 +332,25 @@ def test_filtering_to_a_scheduled_job_shows_its_schedule_and_next_fires(operator
     assert "tick: */2 * * * * * (Every second second of every minute, UTC)" in page
     assert "last run: none yet" in page
     assert "Every second second" not in operator.get(CHANGELIST).content.decode()
+
+
+def test_cancelling_a_running_run_records_the_admin_user_and_the_history(operator, active):
+    finished = claim_in_state(State.SUCCEEDED, window="2026-11-28")
+    response = act(operator, "cancel_runs", active, finished)
+    assert response.status_code == 302
+    assert "Cancelled 1 run" in operator.get(response["Location"]).text
+    run = JobRun.objects.get(pk=active.pk)
+    assert run.status == JobRun.Status.CANCELLED
+    assert run.cancelled_by == "staff-view_jobrun-change_jobrun"
+    assert run.cancelled_at is not None
+    assert JobRun.objects.get(pk=finished.pk).status == JobRun.Status.SUCCEEDED
+    entry = LogEntry.objects.get()
+    assert entry.object_id == str(active.pk)
+    assert "Cancelled the run by hand" in entry.get_change_message()
+
+
+def test_view_only_staff_cannot_cancel_a_run_by_posting_the_action(active):
+    response = act(client_for(staff("view_jobrun")), "cancel_runs", active)
+    assert response.status_code == 200  # The list again, as for any action it may not run.
+    assert JobRun.objects.get().status == JobRun.Status.RUNNING
+    assert not LogEntry.objects.exists()

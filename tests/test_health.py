@@ -158,3 +158,21 @@ def test_check_of_healthy_jobs_exits_zero_and_is_silent_at_verbosity_zero():
     assert (out, status) == ("All 1 jobs healthy.\n", 0)
     out, _, status = run_command("jobclaims_status", "--check", "--job", HEALTHY, "-v", "0")
     assert (out, status) == ("", 0)
+
+
+def test_a_timed_out_run_is_a_failure_that_health_names_and_a_cancelled_one_is_not():
+    this_hour = hour_start(database_now())
+    save_run("flaky", this_hour - 3 * HOUR, JobRun.Status.SUCCEEDED)
+    save_run("flaky", this_hour - 2 * HOUR, JobRun.Status.FAILED)
+    timed_out = save_run(
+        "flaky", this_hour - HOUR, JobRun.Status.TIMED_OUT, error="Timed out after 0:30:00: ..."
+    )
+    [health] = job_health("flaky")
+    assert health.failures_in_a_row == 2
+    assert health.problems[-1] == (
+        f"failed: its last run, {timed_out.window}, timed out (2 in a row): "
+        "Timed out after 0:30:00: ..."
+    )
+    save_run("calm", this_hour - HOUR, JobRun.Status.CANCELLED)
+    [calm] = job_health("calm")
+    assert calm.failed is None

@@ -33,14 +33,22 @@ def test_status_lists_each_claim_in_its_state_newest_first(one_of_each):
     assert status == 0
     lines = out.splitlines()
     assert lines[0].split() == ["JOB", "WINDOW", "STATE", "TRY", "SKIPS", "END", "OWNER"]
-    states = [line.split()[2] for line in lines[1:6]]
-    assert states == ["active", "retrying", "failed", "succeeded", "expired"]
+    states = [line.split()[2] for line in lines[1:8]]
+    assert states == [
+        "active",
+        "cancelled",
+        "timed-out",
+        "retrying",
+        "failed",
+        "succeeded",
+        "expired",
+    ]
     assert lines[-1] == "1 active, 1 expired."
 
 
 def test_status_says_when_leases_end_and_runs_ended(one_of_each):
     out, _, _ = run_command("jobclaims_status")
-    rows = {line.split()[2]: line for line in out.splitlines()[1:6]}
+    rows = {line.split()[2]: line for line in out.splitlines()[1:8]}
     assert " in 9 min " in rows["active"] or " in 10 min " in rows["active"]
     assert " 1 min ago " in rows["expired"]
     assert " now " in rows["succeeded"] or " 1 s ago " in rows["succeeded"]

@@ -246,7 +246,7 @@ def test_release_records_the_outcome_with_the_database_clock():
 
 def test_release_refuses_running_as_an_outcome():
     run = held()
-    with pytest.raises(ValueError, match="succeeded or failed"):
+    with pytest.raises(ValueError, match="succeeded, failed or timed-out"):
         run.release(JobRun.Status.RUNNING)
 
 

@@ -37,12 +37,13 @@ def test_the_takeover_rule_in_python_and_in_sql_frees_the_same_rows(force, take_
     }
     by_sql = set(rows.filter(frees_q(WINDOW, force, take_failed)).values_list("job", "window"))
     assert by_python == by_sql
-    # What they agree on is the rule: the window's failed, retrying or dead
-    # row (and, forced, its succeeded one); another window's run once its
-    # lease ended.
+    # What they agree on is the rule: the window's failed, retrying, timed
+    # out, cancelled or dead row (and, forced, its succeeded one); another
+    # window's run once its lease ended.
     own = {job for job, window in by_sql if window == WINDOW}
     # A scheduler's look at a fire leaves its retries to the retry policy.
-    opened = {State.EXPIRED} | ({State.FAILED, State.RETRYING} if take_failed else set())
+    ended = {State.FAILED, State.RETRYING, State.TIMED_OUT, State.CANCELLED}
+    opened = {State.EXPIRED} | (ended if take_failed else set())
     assert own == opened | ({State.SUCCEEDED} if force else set())
     others = {job for job, window in by_sql if window != WINDOW}
     assert State.EXPIRED in others
