@@ -1,6 +1,9 @@
 """The proof this project asks of every job: two servers, one charge each."""
 
 import datetime
+from io import StringIO
+
+from django.core.management import call_command
 
 from example_project.billing.models import Charge, Invoice
 from jobclaims.models import JobRun
@@ -37,3 +40,16 @@ class ChargeInvoicesTests(RaceTestCase):
         results = self.race("charge_invoices_unprotected", instances=2)
         self.assertEqual([result.outcome for result in results], ["ran", "ran"])
         self.assertEqual(Charge.objects.count(), 6)
+
+
+class DemoTests(RaceTestCase):
+    def test_the_demo_charges_twice_without_jobclaims_and_once_with_it(self):
+        out = StringIO()
+        call_command("demo", stdout=out, no_color=True)
+        results = [line for line in out.getvalue().splitlines() if "Result:" in line]
+        self.assertEqual(len(results), 3, out.getvalue())
+        self.assertIn("3 invoices charged twice", results[0])
+        for with_jobclaims in results[1:]:
+            self.assertIn("3 charges for 3 invoices", with_jobclaims)
+            self.assertIn("Each invoice charged once", with_jobclaims)
+        self.assertEqual(out.getvalue().count("started the job"), 1, out.getvalue())
