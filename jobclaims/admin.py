@@ -43,7 +43,7 @@ _SYMBOLS = {
     State.SUCCEEDED: "\u2713",  # ✓
     State.FAILED: "\u2715",  # ✕
     State.RETRYING: "\u21bb",  # ↻ comes round again
-    State.TIMED_OUT: "\u29d6",  # ⧖ an hourglass: out of time
+    State.TIMED_OUT: "\u25f7",  # ◷ a clock: out of time (in the fonts the admin falls back on)
     State.CANCELLED: "\u2298",  # ⊘ stopped by hand
 }
 

@@ -402,11 +402,13 @@ class JobRun(models.Model):
     expires_at = models.DateTimeField(_("expires at"), db_default=DatabaseNow())
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     error = models.TextField(_("error"), blank=True)
-    # db_default: the claim's own INSERT (jobclaims.sql) names only its columns.
+    # db_default: the claim's own INSERT (jobclaims.sql) names only its
+    # columns; default: the claimed instance has the value, not an expression.
     cancelled_by = models.CharField(
         _("cancelled by"),
         max_length=150,
         blank=True,
+        default="",
         db_default="",
         help_text=_("The OS user of the command, or the admin user, that cancelled the run."),
     )

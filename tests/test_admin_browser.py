@@ -123,6 +123,8 @@ def test_an_operator_sees_the_claims_filters_them_and_expires_a_stuck_one(
         error="Traceback (most recent call last):\nConnectionError: mail server down",
     )
     claim_in_state(State.RETRYING, "sync_ledger", "2026-11-26", failures=1)
+    claim_in_state(State.TIMED_OUT, "sync_ledger", "2026-11-25", failures=1)
+    claim_in_state(State.CANCELLED, "sync_ledger", "2026-11-24", cancelled_by="alice")
     log_in(browser, live_server, operator)
 
     assert badges(browser) == {
@@ -131,6 +133,8 @@ def test_an_operator_sees_the_claims_filters_them_and_expires_a_stuck_one(
         "2026-11-28": "✓ succeeded",
         "2026-11-27": "✕ failed",
         "2026-11-26": "↻ retrying",
+        "2026-11-25": "◷ timed out",
+        "2026-11-24": "⊘ cancelled",
     }
     summary = browser.find_element(By.CSS_SELECTOR, ".jobclaims-summary").text
     assert summary == "1 active, 1 expired"

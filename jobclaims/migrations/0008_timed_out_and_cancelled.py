@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='jobrun',
             name='cancelled_by',
-            field=models.CharField(blank=True, db_default='', help_text='The OS user of the command, or the admin user, that cancelled the run.', max_length=150, verbose_name='cancelled by'),
+            field=models.CharField(blank=True, db_default='', default='', help_text='The OS user of the command, or the admin user, that cancelled the run.', max_length=150, verbose_name='cancelled by'),
         ),
         migrations.AlterField(
             model_name='jobrun',
