@@ -32,6 +32,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -202,6 +203,8 @@ class Scheduler:
         #: Set once the stop signal was passed on to the running jobs.
         self.passed_on = threading.Event()
         self.signum: int | None = None
+        #: What the signal handler leaves to be said (``say_signalled()``).
+        self.signalled: deque[str] = deque()
         #: This scheduler's row in SchedulerSeen, for health to see it alive.
         self.seen = SeenRecorder(jobs)
         #: Per job, when its schedule came into force (recorded at its first look).
@@ -369,17 +372,26 @@ class Scheduler:
     def shutdown(self) -> None:
         """Give running jobs the grace to end, then pass the stop signal on,
         and wait for them to end."""
+        self.say_signalled()
         if self.signum is not None:
             deadline = time.monotonic() + self.grace.total_seconds()
             while self.children and time.monotonic() < deadline:
                 self.reap()
                 self.watch()
+                self.say_signalled()
                 self.passed_on.wait(min(POLL / 10, max(deadline - time.monotonic(), 0)))
             self.pass_on(self.signum)
         while self.children:
-            for child in list(self.children.values()):
-                child.process.wait()
             self.reap()
+            self.say_signalled()
+            if self.children:
+                time.sleep(POLL / 10)
+        self.say_signalled()
+
+    def say_signalled(self) -> None:
+        """Say what the stop signals that came asked to be said, in order."""
+        while self.signalled:
+            self.say(self.signalled.popleft())
 
     def pass_on(self, signum: int) -> None:
         """Send ``signum`` to every running job not sent one yet."""
@@ -572,22 +584,23 @@ class Scheduler:
             return
 
         def stop(signum: int, frame: object) -> None:
+            # The handler runs between two of the main thread's bytecodes,
+            # maybe inside its write to stdout, which a second write would
+            # break (a reentrant call): it leaves what to say to that thread.
             name = signal.Signals(signum).name
             if self.signum is not None:
-                self.say(f"{name} again: passing it on to the running jobs")
                 self.pass_on(signum)
+                self.signalled.append(f"{name} again: passing it on to the running jobs")
                 return
-            # Set before saying so: a second signal can arrive while this
-            # one writes, and runs this handler inside the write.
             self.signum = signum
             self.stopping.set()
             if self.children:
-                self.say(
+                self.signalled.append(
                     f"Stopping on {name}: no new jobs start; the running ones have "
                     f"{self.grace.total_seconds():g} s to finish"
                 )
             else:
-                self.say(f"Stopping on {name}: no new jobs start")
+                self.signalled.append(f"Stopping on {name}: no new jobs start")
 
         previous = {
             signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)
