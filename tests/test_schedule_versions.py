@@ -73,17 +73,7 @@ def test_a_schedule_edit_catches_up_no_fire_from_before_the_edit():
     assert midnight is not None
     ScheduleVersion.objects.create(job=JOB, fingerprint=fingerprint(old), schedule=old)
     ScheduleVersion.objects.filter(job=JOB).update(since=midnight - 3 * DAY)
-    for days in (2, 1, 0):
-        fire = midnight - days * DAY
-        JobRun.objects.create(
-            job=JOB,
-            window=CronSchedule(old).key(fire),
-            status=JobRun.Status.SUCCEEDED,
-            claimed_at=fire,
-            expires_at=fire,
-            finished_at=fire,
-            owner="old deploy",
-        )
+    old_deploys_nights(old, midnight)
 
     scheduler_once(deployed(new))
 
@@ -93,13 +83,8 @@ def test_a_schedule_edit_catches_up_no_fire_from_before_the_edit():
     assert in_force_since(new) >= now
 
 
-def test_health_of_the_edited_schedule_counts_no_fire_from_before_the_edit_as_missed():
-    """The same edit, as a monitor of the new deploy sees it: the quarter
-    hours since the old schedule's first claim were never due."""
-    now = database_now()
-    old, new = "0 0 * * *", "*/15 * * * *"
-    midnight = CronSchedule(old).latest_fire(now)
-    assert midnight is not None
+def old_deploys_nights(old: str, midnight: datetime.datetime) -> None:
+    """The succeeded runs of the last three midnights, as the old deploy left them."""
     for days in (2, 1, 0):
         fire = midnight - days * DAY
         JobRun.objects.create(
@@ -111,6 +96,16 @@ def test_health_of_the_edited_schedule_counts_no_fire_from_before_the_edit_as_mi
             finished_at=fire,
             owner="old deploy",
         )
+
+
+def test_health_of_the_edited_schedule_counts_no_fire_from_before_the_edit_as_missed():
+    """The same edit, as a monitor of the new deploy sees it: the quarter
+    hours since the old schedule's first claim were never due."""
+    now = database_now()
+    old, new = "0 0 * * *", "*/15 * * * *"
+    midnight = CronSchedule(old).latest_fire(now)
+    assert midnight is not None
+    old_deploys_nights(old, midnight)
     scheduler_once(deployed(new))
 
     (check,) = start("jobclaims_status", "--check", "--job", JOB, env=deployed(new))
