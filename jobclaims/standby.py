@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,8 @@ class Watch:
     deadline: float
     cancel: Callable[[], object] = field(repr=False)
     fired: bool = False
+    #: Set once the cancel request of a fired watch has been sent.
+    sent: threading.Event = field(default_factory=threading.Event, repr=False)
 
 
 class _Watchdog:
@@ -98,6 +100,8 @@ class _Watchdog:
                     watch.cancel()
                 except Exception as error:  # A closed connection has nothing to cancel.
                     logger.warning("Could not cancel a wait for the standby: %s", error)
+                finally:
+                    watch.sent.set()
             self._woken.wait(max(self._wakes_at - time.monotonic(), 0))
 
 
@@ -106,12 +110,22 @@ _watchdog = _Watchdog()
 #: What a block on a database without the wait gets: a watch that never fires.
 _UNARMED = Watch(float("inf"), lambda: None)
 
+#: How long a block waits for a fired watch's cancel request to be sent
+#: before it closes the session: the request is one round trip on a new
+#: connection, and the session is closed either way.
+_CANCEL_SENT_WITHIN = 2.0
+
 
 @contextmanager
 def bounded(connection: BaseDatabaseWrapper) -> Iterator[Watch]:
     """Cancel what ``connection`` runs in the block once STANDBY_TIMEOUT passes.
 
     ``connection`` must be open. The watch says whether it was cancelled.
+    A cancel request reaches the server when it does: one sent as the
+    block's statement ended anyway would cancel whatever the session runs
+    next, a statement of another claim. So once a watch fired, the session
+    is closed after the block (outside a transaction), and the next
+    statement runs on a new one that no cancel can reach.
     """
     if connection.vendor != "postgresql":
         yield _UNARMED
@@ -124,6 +138,12 @@ def bounded(connection: BaseDatabaseWrapper) -> Iterator[Watch]:
         yield watch
     finally:
         _watchdog.disarm(watch)
+        if watch.fired:
+            watch.sent.wait(_CANCEL_SENT_WITHIN)
+            if not connection.in_atomic_block:
+                # Closing a cancelled session may fail; Django forgets it anyway.
+                with suppress(DatabaseError):
+                    connection.close()
 
 
 def claim_not_acknowledged(job: str, window: str, run: ClaimRow | None) -> StandbyTimeout:

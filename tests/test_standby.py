@@ -54,3 +54,24 @@ def test_nothing_is_armed_where_no_commit_waits_for_a_standby():
     with standby.bounded(connection) as watch:
         pass
     assert (watch.deadline == float("inf")) == (connection.vendor != "postgresql")
+
+
+@SHORT
+@pytest.mark.django_db(transaction=True)
+def test_after_a_cancel_the_next_statement_runs_on_a_session_no_cancel_can_reach(postgresql):
+    # A cancel request sent as a wait ended anyway lands on whatever the
+    # session runs next: in a nemesis run, the next claim's first read.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (cancelled_session,) = cursor.fetchone()
+    with (
+        pytest.raises(OperationalError),
+        standby.bounded(connection) as watch,
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("SELECT pg_sleep(5)")
+    assert watch.fired
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (next_session,) = cursor.fetchone()
+    assert next_session != cancelled_session
