@@ -31,6 +31,7 @@ import argparse
 import datetime
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -411,6 +412,8 @@ def report(cluster, options, outcomes, moments, ran, history, started) -> int:
     for answers in outcomes.values():
         for answer in answers:
             kind, _, detail = answer.partition(" ")
+            # One cause, whichever window it struck.
+            detail = re.sub(r"\d{4}-\d\d-\d\dT\S+", "WINDOW", detail)
             if kind == "traceback":
                 tracebacks[detail[:100]] += 1
             elif kind == "clean":
