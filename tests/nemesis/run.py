@@ -32,6 +32,7 @@ import datetime
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -92,6 +93,9 @@ class Cluster:
     def stop(self) -> None:
         raise NotImplementedError
 
+    def keep_logs(self, workdir: Path) -> None:
+        """Copy the servers' own logs beside the racers' before a stop deletes them."""
+
     def faults(self) -> list[Callable[[random.Random], tuple[str, str, Callable[[], None]]]]:
         raise NotImplementedError
 
@@ -115,8 +119,12 @@ class Galera(Cluster):
     def stop(self) -> None:
         sh(str(SCRIPTS / "start-galera"), "stop", env=self.env, check=False)
 
+    def keep_logs(self, workdir: Path) -> None:
+        for log in self.dir.glob("node*/error.log"):
+            shutil.copy(log, workdir / f"galera-{log.parent.name}.log")
+
     def _pid(self, node: int) -> int:
-        return int((self.dir / f"node{node}" / "mysqld.pid").read_text())
+        return int(sh(str(SCRIPTS / "start-galera"), "pid", str(node), env=self.env))
 
     def _set(self, node: int, isolated: bool) -> None:
         port = str(int(self.env["GALERA_PORT"]) + node - 1)
@@ -398,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         done.set()
         for racer in racers:
             racer.stop()
+        cluster.keep_logs(workdir)
         if not options.keep:
             cluster.stop()
     outcomes = {w: [r.answers.get(w, "no answer") for r in racers if w in r.sent] for w in windows}
