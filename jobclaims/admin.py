@@ -384,5 +384,5 @@ class SchedulerSeenAdmin(admin.ModelAdmin):
         return False
 
 
-# Pauses have an admin of their own, registered as it is imported.
-from jobclaims import pause_admin  # noqa: E402, F401
+# Pauses and the schedules page have admins of their own, registered as imported.
+from jobclaims import pause_admin, schedules_admin  # noqa: E402, F401

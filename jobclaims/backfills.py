@@ -166,20 +166,26 @@ def run_windows(
     return tally
 
 
+def claim(job: Target, key: str, force: bool = False) -> JobRun | Refusal:
+    """Claim ``key`` of ``job`` once, as a run by hand does: the admin's
+    "Run now" takes a refusal as its answer instead of waiting."""
+    return JobRun.objects.try_claim(
+        job.name,
+        key,
+        lease=job.job._lease(None),
+        force=force,
+        allow_overlap=job.job.allow_overlap,
+        schedule=job.job._recorded_schedule(),
+    )
+
+
 def claim_when_free(
     job: Target, key: str, force: bool, say: Callable[[str], None] | None
 ) -> JobRun | Refusal:
     """Claim ``key``, waiting while a run of another window holds the job."""
     look = 0.05
     while True:
-        outcome = JobRun.objects.try_claim(
-            job.name,
-            key,
-            lease=job.job._lease(None),
-            force=force,
-            allow_overlap=job.job.allow_overlap,
-            schedule=job.job._recorded_schedule(),
-        )
+        outcome = claim(job, key, force)
         if not isinstance(outcome, Refusal) or outcome.reason != Reason.OVERLAP:
             return outcome
         if say is not None:

@@ -1,9 +1,10 @@
 """The processes jobclaims starts, and what each takes up from its parent.
 
-Two parents start children that must work on the very databases they use:
+Three parents start children that must work on the very databases they use:
 the scheduler starts a won fire's job under its claim (``job_argv()``,
 ``job_environment()``), and the job's process adopts that claim instead of
-claiming again (``adopt()``); the race kit (``jobclaims.testing``) starts
+claiming again (``adopt()``); the admin's "Run now" does the same without
+watching the child (``start_detached()``); the race kit (``jobclaims.testing``) starts
 instances of a command (``child_environment()``, ``connect_child()``).
 
 Under a test runner those databases are test databases that the settings do
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import threading
 import uuid
 from typing import TYPE_CHECKING, cast
 
@@ -72,6 +75,25 @@ def job_environment() -> dict[str, str]:
     """The environment of a job the scheduler starts: its own, and what it
     passes on (the job claims nothing: it adopts the scheduler's claim)."""
     return {**os.environ, **_passed_on()}
+
+
+def start_detached(job: JobSchedule, run: JobRun, verbosity: int = 1) -> subprocess.Popen[bytes]:
+    """Start ``job``'s process under ``run`` for a parent that does not watch it.
+
+    The admin's "Run now" claims in its request and returns at once: the
+    job runs in its own process, in its own session (a web server's signals
+    are not the job's), and a thread reaps it when it ends. Its heartbeat
+    renews the claim, learns of a cancel and records the outcome, as for any
+    run started without a scheduler. Raises ``OSError`` when it cannot start.
+    """
+    process = subprocess.Popen(
+        job_argv(job, run.window, run, verbosity),
+        stdin=subprocess.DEVNULL,
+        env=job_environment(),
+        start_new_session=True,
+    )
+    threading.Thread(target=process.wait, name=f"reap {run}", daemon=True).start()
+    return process
 
 
 def child_environment() -> dict[str, str]:

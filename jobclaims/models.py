@@ -884,3 +884,17 @@ class ScheduleVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} {self.schedule!r} since {self.since}"
+
+
+class ScheduledJob(JobRun):
+    """The admin's schedules page, as an entry of the admin index: no table of its own.
+
+    A proxy of ``JobRun`` so that the page sits beside the claims in the
+    admin's list of models; the page lists the jobs of the code, not rows
+    (``jobclaims.schedules_admin``).
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = _("schedule")
+        verbose_name_plural = _("schedules")

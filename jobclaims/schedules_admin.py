@@ -1,0 +1,399 @@
+"""The admin's schedules page: every scheduled job, and the buttons that steer it.
+
+One row per schedule: its cron expression in words and its time zone, the
+next five fires, the last run, the recent runs' durations as a small chart,
+whether it is paused, its missed fires and the live schedulers that run it.
+Its buttons do what the operator commands do, through the same functions:
+
+- Pause and Resume (``jobclaims.pauses``), for a user who may add job
+  pauses, as in the pauses' own admin;
+- Run now and Cancel, for a user who may change job runs, as the claims'
+  actions need. Run now claims the job's current fire in the request, the
+  way ``jobclaims_run`` does (``backfills.claim``): of two admins who click
+  at the same instant one wins, and the other is told who holds the fire.
+  The winner's job then runs in a process of its own, started as the
+  scheduler starts a won fire's (``children.start_detached()``), so the
+  request returns at once and the run outlives a web worker that is
+  recycled. Cancel ends the job's running runs (``JobRunQuerySet.cancel``).
+
+The page reads its schedules through ``page_schedules()`` and their time
+zone through ``time_zone_of()``: the one place that knows how a job's
+schedules and zones are declared. Every button's change lands in the admin
+log, in the admin user's name; buttons are POSTs under the admin's CSRF
+protection, and a POST without the permission is refused with 403.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+import zoneinfo
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from django.contrib import admin, messages
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from jobclaims import backfills, children, durations, pauses, scheduler
+from jobclaims.clock import database_now
+from jobclaims.conf import jobclaims_settings
+from jobclaims.health import JobHealth, read_health
+from jobclaims.models import JobPause, JobRun, JobRunQuerySet, ScheduledJob, SchedulerSeen
+from jobclaims.schedules import JobSchedule, overview
+from jobclaims.states import Refusal
+
+#: How many fires to come the page shows per schedule.
+NEXT_FIRES = 5
+#: How many of the latest finished runs the duration chart draws.
+CHARTED_RUNS = 20
+#: The chart's size in CSS pixels: a bar and a gap per run.
+_BAR, _GAP, _HEIGHT = 6, 2, 24
+#: The statuses a Cancel ends (``JobRunQuerySet.cancel``).
+_CANCELLABLE = (JobRun.Status.RUNNING, JobRun.Status.RETRYING)
+
+
+def page_schedules() -> tuple[list[JobSchedule], dict[str, str]]:
+    """The schedules the page lists, and by command what keeps each other
+    scheduled job from having one (naming the fix)."""
+    return scheduler.usable_jobs()
+
+
+def time_zone_of(schedule: JobSchedule) -> str:
+    """The time zone ``schedule``'s fires are read in: the project's ``TIME_ZONE``."""
+    return timezone.get_current_timezone_name()
+
+
+@dataclass(frozen=True)
+class Fire:
+    """A fire to come, as the page shows it."""
+
+    at: datetime.datetime
+    #: "in 4 min", by the database clock.
+    relative: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One schedule on the page."""
+
+    schedule: JobSchedule
+    in_words: str
+    time_zone: str
+    next_fires: list[Fire]
+    #: The job's newest claim, with ``state`` annotated.
+    last_run: JobRun | None
+    #: The latest finished runs, oldest first.
+    finished: list[JobRun]
+    pause: JobPause | None
+    #: Keys of the fires of the look-back no instance claimed, oldest first.
+    missed: list[str]
+    #: What health says is wrong with the job, in words.
+    problems: list[str]
+    #: The live schedulers that run the job.
+    schedulers: list[SchedulerSeen]
+    #: The runs a Cancel would end.
+    cancellable: list[JobRun] = field(default_factory=list)
+    #: The last run's state badge, as the claims' list draws it.
+    last_badge: SafeString | str = ""
+
+    @property
+    def chart(self) -> SafeString:
+        return sparkline(self.finished)
+
+    @property
+    def usual(self) -> str:
+        """The median and the longest of the charted durations, in words."""
+        spans = [run_duration(run) for run in self.finished]
+        if not spans:
+            return ""
+        median = datetime.timedelta(seconds=statistics.median(s.total_seconds() for s in spans))
+        return str(
+            _("median %(median)s, longest %(longest)s")
+            % {
+                "median": durations.short(median, parts=2),
+                "longest": durations.short(max(spans), parts=2),
+            }
+        )
+
+
+def run_duration(run: JobRun) -> datetime.timedelta:
+    assert run.finished_at is not None, "only a finished run has a duration"
+    return run.finished_at - run.claimed_at
+
+
+def sparkline(runs: list[JobRun]) -> SafeString:
+    """``runs``' durations as bars in an inline SVG, tallest the longest;
+    each bar is titled with its window, duration and status, and a run that
+    did not succeed has a bar of its own colour and pattern."""
+    if not runs:
+        return format_html("{}", _("no finished run yet"))
+    longest = max(run_duration(run).total_seconds() for run in runs) or 1.0
+    bars = format_html_join(
+        "",
+        '<rect class="jobclaims-bar jobclaims-bar--{}" x="{}" y="{}" width="{}" height="{}">'
+        "<title>{}: {}, {}</title></rect>",
+        (
+            (
+                run.status.replace("_", "-"),
+                index * (_BAR + _GAP),
+                _HEIGHT - height,
+                _BAR,
+                height,
+                run.window,
+                durations.short(run_duration(run), parts=2),
+                JobRun.Status(run.status).label,
+            )
+            for index, run in enumerate(runs)
+            for height in [max(2, round(_HEIGHT * run_duration(run).total_seconds() / longest))]
+        ),
+    )
+    width = len(runs) * (_BAR + _GAP) - _GAP
+    return format_html(
+        '<svg class="jobclaims-sparkline" width="{}" height="{}" viewBox="0 0 {} {}" '
+        'role="img" aria-label="{}">{}</svg>',
+        width,
+        _HEIGHT,
+        width,
+        _HEIGHT,
+        _("durations of the last %(count)d finished runs") % {"count": len(runs)},
+        bars,
+    )
+
+
+def rows(now: datetime.datetime) -> tuple[list[Row], dict[str, str], list[SchedulerSeen]]:
+    """The page's rows at ``now``, the schedules that cannot be used, and the
+    live schedulers; health is read once for every job."""
+    schedules, unusable = page_schedules()
+    health = read_health()
+    by_job = {each.job: each for each in health.jobs}
+    listed = [_row(each, now, by_job.get(each.job), health.live_schedulers) for each in schedules]
+    return listed, unusable, health.live_schedulers
+
+
+def _row(
+    schedule: JobSchedule,
+    now: datetime.datetime,
+    health: JobHealth | None,
+    live: list[SchedulerSeen],
+) -> Row:
+    view = overview(schedule, now, upcoming=NEXT_FIRES)
+    zone = zoneinfo.ZoneInfo(time_zone_of(schedule))
+    runs = JobRun.objects.filter(job=schedule.job)
+    finished = runs.filter(finished_at__isnull=False).order_by("-claimed_at", "-pk")
+    return Row(
+        schedule=schedule,
+        in_words=schedule.cron.describe(),
+        time_zone=time_zone_of(schedule),
+        next_fires=[
+            Fire(fire.astimezone(zone), durations.relative(fire, now)) for fire in view.next_fires
+        ],
+        last_run=view.last_run,
+        finished=list(reversed(finished[:CHARTED_RUNS])),
+        pause=pauses.in_force(schedule.job),
+        missed=health.missed if health is not None else view.missed,
+        problems=health.problems if health is not None else [],
+        schedulers=[row for row in live if schedule.job in row.schedules],
+        cancellable=list(runs.filter(status__in=_CANCELLABLE).order_by("claimed_at")),
+    )
+
+
+@admin.register(ScheduledJob)
+class ScheduledJobAdmin(admin.ModelAdmin):
+    """The schedules page, in the place of the proxy's change list."""
+
+    class Media:
+        css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("jobclaims/admin.css",)}
+
+    # Who may see the page and press which button is decided by the admins
+    # of the claims and of the pauses, so that the page grants nothing more.
+
+    def _runs_admin(self) -> Any:
+        return self.admin_site.get_model_admin(JobRun)
+
+    def _pauses_admin(self) -> Any:
+        return self.admin_site.get_model_admin(JobPause)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(self._runs_admin().has_view_or_change_permission(request))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def may_pause(self, request: HttpRequest) -> bool:
+        """Who may pause a job, and resume it, in the pauses' admin."""
+        return bool(self._pauses_admin().has_add_permission(request))
+
+    def may_run(self, request: HttpRequest) -> bool:
+        """Who may run the claims' actions (cancel among them) in their admin."""
+        return bool(self._runs_admin().has_change_permission(request))
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        if request.method == "POST":
+            return self._act(request)
+        now = database_now(jobclaims_settings.claims_database(JobRun))
+        listed, unusable, live = rows(now)
+        badge = self._runs_admin().state_badge
+        listed = [
+            replace(row, last_badge=badge(row.last_run)) if row.last_run else row for row in listed
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": _("Schedules"),
+            "rows": listed,
+            "unusable": sorted(unusable.items()),
+            "live_schedulers": live,
+            "may_pause": self.may_pause(request),
+            "may_run": self.may_run(request),
+            "runs_url": reverse(f"{self.admin_site.name}:jobclaims_jobrun_changelist"),
+            "pause_url": reverse(f"{self.admin_site.name}:jobclaims_jobpause_add"),
+            "media": self.media,
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/jobclaims/schedules.html", context)
+
+    def _act(self, request: HttpRequest) -> HttpResponse:
+        """Do what the pressed button says to the job the form names."""
+        actions = {
+            "pause": (self.may_pause, self._pause),
+            "resume": (self.may_pause, self._resume),
+            "run": (self.may_run, self._run_now),
+            "cancel": (self.may_run, self._cancel),
+        }
+        action = actions.get(request.POST.get("action", ""))
+        if action is None:
+            return HttpResponse(status=400)
+        allowed, act = action
+        if not allowed(request):
+            raise PermissionDenied
+        name = request.POST.get("job", "")
+        schedule = next((each for each in page_schedules()[0] if each.job == name), None)
+        if schedule is None:
+            raise Http404(f"no scheduled job is named {name!r}")
+        act(request, schedule)
+        return HttpResponseRedirect(request.path)
+
+    def _pause(self, request: HttpRequest, schedule: JobSchedule) -> None:
+        reason = request.POST.get("reason", "").strip()[:255]
+        paused = pauses.pause(schedule.job, by=request.user.get_username(), reason=reason)
+        self._log(request, [paused], ADDITION, "Paused the job from the schedules page.")
+        self.message_user(
+            request,
+            _("Paused %(job)s: every way it starts is refused until it is resumed.")
+            % {"job": schedule.job},
+            messages.SUCCESS,
+        )
+
+    def _resume(self, request: HttpRequest, schedule: JobSchedule) -> None:
+        db = jobclaims_settings.claims_database(JobRun)
+        # Locked from the read to the write: the log names the pauses ended.
+        with transaction.atomic(using=db):
+            ended = list(
+                JobPause.objects.db_manager(db)
+                .in_force()
+                .filter(job=schedule.job)
+                .select_for_update()
+            )
+            pauses.resume(schedule.job, by=request.user.get_username())
+        if not ended:
+            self.message_user(
+                request,
+                _("%(job)s was not paused: nothing changed.") % {"job": schedule.job},
+                messages.WARNING,
+            )
+            return
+        self._log(request, ended, CHANGE, "Resumed the job from the schedules page.")
+        self.message_user(
+            request,
+            _("Resumed %(job)s: its next fire starts as usual.") % {"job": schedule.job},
+            messages.SUCCESS,
+        )
+
+    def _run_now(self, request: HttpRequest, schedule: JobSchedule) -> None:
+        job = backfills.target(schedule.command)
+        claimed = backfills.claim(job, backfills.current_key(job))
+        if isinstance(claimed, Refusal):
+            self.message_user(
+                request,
+                _("Did not run %(job)s %(window)s: %(why)s.")
+                % {"job": claimed.job, "window": claimed.window, "why": claimed},
+                messages.WARNING,
+            )
+            return
+        try:
+            process = children.start_detached(schedule, claimed)
+        except OSError as error:
+            claimed.release(
+                JobRun.Status.FAILED, error=f"Could not start the job's process: {error}"
+            )
+            self.message_user(
+                request,
+                _("Could not start %(run)s: %(error)s; its claim is recorded failed.")
+                % {"run": claimed, "error": error},
+                messages.ERROR,
+            )
+            return
+        self._log(request, [claimed], ADDITION, "Ran the job now from the schedules page.")
+        self.message_user(
+            request,
+            _("Started %(job)s %(window)s (pid %(pid)d): its outcome shows here when it ends.")
+            % {"job": claimed.job, "window": claimed.window, "pid": process.pid},
+            messages.SUCCESS,
+        )
+
+    def _cancel(self, request: HttpRequest, schedule: JobSchedule) -> None:
+        by = request.user.get_username()
+        running = JobRun.objects.filter(job=schedule.job)
+        assert isinstance(running, JobRunQuerySet)
+        cancelled = self._runs_admin()._change_logged(
+            request,
+            running.filter(status__in=_CANCELLABLE),
+            lambda runs: runs.cancel(by),
+            "Cancelled the run from the schedules page: its process is told, "
+            "its writes are refused.",
+        )
+        if not cancelled:
+            self.message_user(
+                request,
+                _("No run of %(job)s is running: nothing was cancelled.") % {"job": schedule.job},
+                messages.WARNING,
+            )
+            return
+        self.message_user(
+            request,
+            ngettext(
+                "Cancelled %(count)d run of %(job)s: its process is told and stops.",
+                "Cancelled %(count)d runs of %(job)s: each one's process is told and stops.",
+                cancelled,
+            )
+            % {"count": cancelled, "job": schedule.job},
+            messages.SUCCESS,
+        )
+
+    def _log(self, request: HttpRequest, changed: list[Any], flag: int, message: str) -> None:
+        # The admin serves only a signed-in staff user.
+        assert request.user.pk is not None
+        LogEntry.objects.log_actions(
+            user_id=request.user.pk, queryset=changed, action_flag=flag, change_message=message
+        )
