@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import datetime
+import json
+import os
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -12,10 +16,13 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client, override_settings
 from django.urls import reverse
 
+from jobclaims.children import child_environment
 from jobclaims.clock import database_now
 from jobclaims.models import JobPause, JobRun, SchedulerSeen, ScheduleVersion
 from jobclaims.schedule_versions import fingerprint
 from jobclaims.states import State
+from jobclaims.testing import StartingLine
+from tests.admin_clicks import START_VARIABLE
 from tests.factories import claim_in_state
 from tests.testapp.models import Charge
 
@@ -239,3 +246,38 @@ def test_run_now_of_a_paused_job_is_refused_with_the_pause():
     assert "paused" in message
     assert "the bank is down" in message
     assert not JobRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_now_from_two_admins_at_the_same_instant_runs_once():
+    for name in ("carol", "dan"):
+        staff(name, *OPERATOR)
+    line = StartingLine()
+    clicks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.admin_clicks", name, "run", "nightly_latest"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+            pass_fds=[line.read_fd],
+            env={**os.environ, **child_environment(), START_VARIABLE: str(line.read_fd)},
+        )
+        for name in ("carol", "dan")
+    ]
+    try:
+        for click in clicks:
+            assert click.stdout is not None
+            assert click.stdout.readline() == "ready\n"
+    finally:
+        line.release()
+    # Each click's output ends when its job's process, which shares it, ends too.
+    answers = [json.loads(click.communicate(timeout=60)[0].splitlines()[0]) for click in clicks]
+    said = sorted(message for answer in answers for message in answer["messages"])
+    fire = f"{database_now().date()}T00:00+00:00"
+    assert [answer["status"] for answer in answers] == [200, 200]
+    assert said[0].startswith(f"Did not run nightly_latest {fire}: ")
+    assert said[1].startswith(f"Started nightly_latest {fire} (pid ")
+    assert wait_until_finished("nightly_latest").status == JobRun.Status.SUCCEEDED
+    assert [charge.window for charge in Charge.objects.all()] == [fire]
+    assert JobRun.objects.count() == 1
+    assert LogEntry.objects.filter(action_flag=ADDITION).count() == 1
