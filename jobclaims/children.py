@@ -23,7 +23,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, cast
 
-from django.conf import settings
+from django.conf import ENVIRONMENT_VARIABLE, settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
@@ -48,7 +48,9 @@ def database_names() -> dict[str, str]:
 def _passed_on() -> dict[str, str]:
     """Our settings, import path and databases, wherever the child starts from."""
     return {
-        "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
+        # Under override_settings (a live test server's) SETTINGS_MODULE
+        # reads None: the variable Django was set up from still names it.
+        ENVIRONMENT_VARIABLE: settings.SETTINGS_MODULE or os.environ.get(ENVIRONMENT_VARIABLE, ""),
         "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
         DATABASE_NAMES_VARIABLE: json.dumps(database_names()),
     }

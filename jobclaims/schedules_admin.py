@@ -97,7 +97,8 @@ class Row:
     pause: JobPause | None
     #: Keys of the fires of the look-back no instance claimed, oldest first.
     missed: list[str]
-    #: What health says is wrong with the job, in words.
+    #: What health says is wrong with the job, in a word or two each and in sentences.
+    kinds: list[str]
     problems: list[str]
     #: The live schedulers that run the job.
     schedulers: list[SchedulerSeen]
@@ -201,6 +202,7 @@ def _row(
         finished=list(reversed(finished[:CHARTED_RUNS])),
         pause=pauses.in_force(schedule.job),
         missed=health.missed if health is not None else view.missed,
+        kinds=health.kinds if health is not None else [],
         problems=health.problems if health is not None else [],
         schedulers=[row for row in live if schedule.job in row.schedules],
         cancellable=list(runs.filter(status__in=_CANCELLABLE).order_by("claimed_at")),

@@ -55,10 +55,13 @@ def row_of(page: str, job: str) -> str:
     return page[start : page.index("</tr>", start)]
 
 
-def wait_until_finished(job: str, timeout: float = 30.0) -> JobRun:
+def wait_until_finished(job: str, window: str | None = None, timeout: float = 30.0) -> JobRun:
+    """``job``'s run (of ``window``) once its process has recorded how it ended."""
+    runs = JobRun.objects.filter(job=job)
+    runs = runs if window is None else runs.filter(window=window)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        run = JobRun.objects.filter(job=job).first()
+        run = runs.first()
         if run is not None and run.finished_at is not None:
             return run
         time.sleep(0.1)
