@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
+from django.test import override_settings
 
 import jobclaims
+from jobclaims.children import job_environment
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun
 from jobclaims.testing import (
@@ -145,3 +147,10 @@ def test_an_assignment_into_the_settings_would_be_found():
         "django_settings.DATABASES['default']['NAME'] = 'elsewhere'\n"
     )
     assert _writes_into_settings(source) == [2]
+
+
+def test_a_job_started_under_override_settings_is_told_the_settings_module():
+    # A live test server runs its views under override_settings, whose
+    # settings name no module: the admin's Run now starts jobs from there.
+    with override_settings(ALLOWED_HOSTS=["testserver"]):
+        assert job_environment()["DJANGO_SETTINGS_MODULE"] == "tests.settings"
