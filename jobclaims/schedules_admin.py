@@ -37,7 +37,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -75,11 +75,17 @@ def time_zone_of(schedule: JobSchedule) -> str:
 
 @dataclass(frozen=True)
 class Fire:
-    """A fire to come, as the page shows it."""
+    """A fire to come, as the page shows it: in its schedule's time zone."""
 
     at: datetime.datetime
+
     #: "in 4 min", by the database clock.
     relative: str
+
+    @property
+    def shown(self) -> str:
+        # Formatted here: a template's date filter would show the project's zone.
+        return f"{self.at:%Y-%m-%d %H:%M:%S %Z}"
 
 
 @dataclass(frozen=True)
@@ -224,6 +230,11 @@ class ScheduledJobAdmin(admin.ModelAdmin):
 
     def _pauses_admin(self) -> Any:
         return self.admin_site.get_model_admin(JobPause)
+
+    def get_urls(self) -> list[URLPattern]:
+        """The page alone: the proxy's rows are the claims, shown in their own admin."""
+        page = self.admin_site.admin_view(self.changelist_view)
+        return [path("", page, name=f"{self.opts.app_label}_{self.opts.model_name}_changelist")]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(self._runs_admin().has_view_or_change_permission(request))

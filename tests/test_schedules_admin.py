@@ -284,3 +284,18 @@ def test_run_now_from_two_admins_at_the_same_instant_runs_once():
     assert [charge.window for charge in Charge.objects.all()] == [fire]
     assert JobRun.objects.count() == 1
     assert LogEntry.objects.filter(action_flag=ADDITION).count() == 1
+
+
+@pytest.mark.django_db
+@override_settings(TIME_ZONE="America/New_York")
+def test_fires_are_shown_in_the_schedules_time_zone():
+    row = row_of(staff("vera", *VIEWER).get(PAGE).content.decode(), "nightly_latest")
+    assert "America/New_York" in row
+    assert re.search(r"\d{4}-\d\d-\d\d 00:00:00 E[SD]T</time>", row)
+
+
+@pytest.mark.django_db
+def test_the_page_is_the_only_address_of_its_proxy():
+    run = claim_in_state(State.SUCCEEDED, "nightly_latest", "2026-11-29T00:00+00:00")
+    operator = staff("carol", *OPERATOR)
+    assert operator.get(f"{PAGE}{run.pk}/change/").status_code == 404
