@@ -48,7 +48,7 @@ from jobclaims import backfills, children, durations, pauses, scheduler
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import JobHealth, read_health
-from jobclaims.models import JobPause, JobRun, JobRunQuerySet, ScheduledJob, SchedulerSeen
+from jobclaims.models import JobPause, JobRun, ScheduledJob, SchedulerSeen
 from jobclaims.schedules import JobSchedule, overview
 from jobclaims.states import Refusal
 
@@ -224,6 +224,7 @@ class ScheduledJobAdmin(admin.ModelAdmin):
 
     # Who may see the page and press which button is decided by the admins
     # of the claims and of the pauses, so that the page grants nothing more.
+    # They are typed loosely: jobclaims.admin, which defines them, imports this module.
 
     def _runs_admin(self) -> Any:
         return self.admin_site.get_model_admin(JobRun)
@@ -377,11 +378,10 @@ class ScheduledJobAdmin(admin.ModelAdmin):
 
     def _cancel(self, request: HttpRequest, schedule: JobSchedule) -> None:
         by = request.user.get_username()
-        running = JobRun.objects.filter(job=schedule.job)
-        assert isinstance(running, JobRunQuerySet)
+        # The claims' admin locks the rows it cancels, so that its log names them.
         cancelled = self._runs_admin()._change_logged(
             request,
-            running.filter(status__in=_CANCELLABLE),
+            JobRun.objects.filter(job=schedule.job, status__in=_CANCELLABLE),
             lambda runs: runs.cancel(by),
             "Cancelled the run from the schedules page: its process is told, "
             "its writes are refused.",
