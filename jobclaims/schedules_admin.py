@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime
 import statistics
 import zoneinfo
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from django.contrib import admin, messages
@@ -78,7 +78,6 @@ class Fire:
     """A fire to come, as the page shows it: in its schedule's time zone."""
 
     at: datetime.datetime
-
     #: "in 4 min", by the database clock.
     relative: str
 
@@ -109,7 +108,7 @@ class Row:
     #: The live schedulers that run the job.
     schedulers: list[SchedulerSeen]
     #: The runs a Cancel would end.
-    cancellable: list[JobRun] = field(default_factory=list)
+    cancellable: list[JobRun]
     #: The last run's state badge, as the claims' list draws it.
     last_badge: SafeString | str = ""
 
@@ -151,7 +150,7 @@ def sparkline(runs: list[JobRun]) -> SafeString:
         "<title>{}: {}, {}</title></rect>",
         (
             (
-                run.status.replace("_", "-"),
+                run.status,
                 index * (_BAR + _GAP),
                 _HEIGHT - height,
                 _BAR,
