@@ -23,7 +23,7 @@ from django.utils.translation import ngettext
 from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import checked_overview, missed_windows
+from jobclaims.health import checked_overview, gone_jobs, missed_windows
 from jobclaims.models import JobRun, JobRunQuerySet, RetiredJob, SchedulerSeen
 from jobclaims.retiring import retire
 from jobclaims.scheduler import schedule_of
@@ -173,7 +173,11 @@ class JobRunAdmin(admin.ModelAdmin):
         if page is None:
             return response
         given = extra_context or {}
-        summary: dict[str, Any] = {"claim_counts": JobRun.objects.running_counts()}
+        summary: dict[str, Any] = {
+            "claim_counts": JobRun.objects.running_counts(),
+            # Not watched, so said here: an operator retires them, or the code has them again.
+            "gone_jobs": gone_jobs(),
+        }
         if job := request.GET.get("job__exact"):
             # Listed for one job at a time: each job's schedule is its own.
             summary["missed_job"], summary["missed_windows"] = job, missed_windows(job)

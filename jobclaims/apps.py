@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
 
 
@@ -13,5 +14,7 @@ class JobClaimsConfig(AppConfig):
         # Imported here: the checks import the models, which need the app
         # registry that is being populated while this module loads.
         from jobclaims.checks import register_checks
+        from jobclaims.known_commands import record_commands
 
         register_checks()
+        post_migrate.connect(record_commands, sender=self)

@@ -220,7 +220,7 @@ class JobHealth:
 
 @dataclass(frozen=True)
 class GoneJob:
-    """A job gone from the code: a scheduler ran it once, nothing runs it now.
+    """A job gone from the code: a command of some deploy's, that nothing runs now.
 
     Health does not watch it, so it is neither overdue nor missed; its
     claims stay, and it is watched again as soon as the code or a live
@@ -230,15 +230,16 @@ class GoneJob:
     job: str
     #: When it was last claimed, by the database clock.
     last_claimed: datetime.datetime
-    #: The schedule a scheduler last recorded for it.
+    #: The schedule a scheduler last recorded for it; "" for a job only
+    #: ever started by cron or by hand (``KnownCommand``).
     schedule: str
 
     @property
     def said(self) -> str:
+        schedule = f"last schedule {self.schedule!r}, " if self.schedule else ""
         return (
             f"gone from the code: no JobCommand and no live scheduler runs it "
-            f"(last schedule {self.schedule!r}, last claimed {_moment(self.last_claimed)}); "
-            "not watched"
+            f"({schedule}last claimed {_moment(self.last_claimed)}); not watched"
         )
 
 
@@ -262,17 +263,32 @@ def read_health(job: str | None = None) -> Health:
     An unknown ``job`` has no health: the list is empty. The reads are the
     same few whatever the number of jobs (``jobclaims.health_reads``).
     """
-    facts = health_reads.read(job)
+    facts = health_reads.read(None if job is None else [job])
     live = facts.live_schedulers()
     return Health(
         jobs=[_health(facts, name) for name in facts.known_jobs()],
         live_schedulers=live,
         gone_schedulers=[row for row in facts.seen if row not in live],
-        gone=[
-            GoneJob(name, facts.summaries[name].newest_claimed, facts.versions[name].schedule)
-            for name in facts.gone_jobs()
-        ],
+        gone=_gone(facts),
     )
+
+
+def gone_jobs() -> list[GoneJob]:
+    """``read_health()``'s gone jobs, read for the jobs that may be gone
+    alone: the admin shows them above every list of claims."""
+    candidates = health_reads.gone_candidates()
+    return _gone(health_reads.read(candidates)) if candidates else []
+
+
+def _gone(facts: health_reads.Facts) -> list[GoneJob]:
+    return [
+        GoneJob(
+            name,
+            facts.summaries[name].newest_claimed,
+            version.schedule if (version := facts.versions.get(name)) else "",
+        )
+        for name in facts.gone_jobs()
+    ]
 
 
 def job_health(job: str | None = None) -> list[JobHealth]:
@@ -315,8 +331,8 @@ def _overdue(facts: health_reads.Facts, job: str) -> Due | None:
     summary = facts.summaries.get(job)
     if newest is None or summary is None or not newest.schedule:
         return None
-    zone = timezone.get_current_timezone_name()
-    found = _due_and_end(newest.schedule, facts.now, jobclaims_settings.health_grace(job), zone)
+    grace = jobclaims_settings.health_grace(job)
+    found = _due_and_end(newest.schedule, facts.now, grace, facts.zone)
     if found is None:
         return None
     due, due_ends = found

@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime
 import functools
 import itertools
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import or_
-from typing import cast
+from typing import NamedTuple, cast
 
 from django.db.models import Count, F, Max, Min, Q, Window
 from django.db.models.functions import RowNumber
@@ -26,6 +27,7 @@ from jobclaims.models import (
     JobRun,
     JobRunQuerySet,
     JobSkip,
+    KnownCommand,
     RetiredJob,
     SchedulerSeen,
     ScheduleVersion,
@@ -65,21 +67,34 @@ class Summary:
         return self.last_success is None or self.last_failure > self.last_success
 
 
+class Newest(NamedTuple):
+    """Of a job's newest claim, what health judges by: a tuple, not a
+    ``JobRun``, because a thousand jobs' models cost more than the query."""
+
+    window: str
+    schedule: str
+
+
 @dataclass
 class Facts:
     """Everything health needs to know of the jobs, read at ``now``."""
 
     now: datetime.datetime
-    #: Only this job, if given.
-    only: str | None
+    #: Only these jobs, if given.
+    only: frozenset[str] | None
     #: The scheduled jobs in the code, by job name.
     scheduled: dict[str, JobSchedule]
     #: The names of every ``JobCommand`` in the code, scheduled or not.
     in_code: set[str] = field(default_factory=set)
+    #: The commands some deploy's code had, recorded by ``migrate`` (``KnownCommand``).
+    known_commands: set[str] = field(default_factory=set)
     summaries: dict[str, Summary] = field(default_factory=dict)
+    #: The current time zone's name, which window keys are read in: looked
+    #: up once, because each lookup costs more than judging a job.
+    zone: str = ""
     #: Each job's newest claim, and its newest succeeded one.
-    newest: dict[str, JobRun] = field(default_factory=dict)
-    newest_success: dict[str, JobRun] = field(default_factory=dict)
+    newest: dict[str, Newest] = field(default_factory=dict)
+    newest_success: dict[str, Newest] = field(default_factory=dict)
     #: The last run of each job whose last finished run failed, and how
     #: many failed since its last success.
     failed: dict[str, JobRun] = field(default_factory=dict)
@@ -104,7 +119,7 @@ class Facts:
         return [
             job
             for job in known
-            if self.only in (None, job) and not self.is_retired(job) and not self.is_gone(job)
+            if self.wants(job) and not self.is_retired(job) and not self.is_gone(job)
         ]
 
     def gone_jobs(self) -> list[str]:
@@ -112,20 +127,26 @@ class Facts:
         return [
             job
             for job in sorted(self.summaries)
-            if self.only in (None, job) and not self.is_retired(job) and self.is_gone(job)
+            if self.wants(job) and not self.is_retired(job) and self.is_gone(job)
         ]
 
-    def is_gone(self, job: str) -> bool:
-        """Whether ``job`` was scheduled once and nothing runs it any more.
+    def wants(self, job: str) -> bool:
+        """Whether ``job`` is one of those read for."""
+        return self.only is None or job in self.only
 
-        A scheduler recorded its schedule, so it was a job of some deploy's
-        code; it is no ``JobCommand`` of the code health runs with; no live
-        scheduler runs it (in a rolling deploy the hosts still on the old
-        code do, and it is watched until the last of them stops); and no run
-        of it holds its lease. Jobs claimed through ``claim()``, ``@claimed``
-        or Celery cannot be listed from the code, and are never gone.
+    def is_gone(self, job: str) -> bool:
+        """Whether ``job`` was a command once and nothing runs it any more.
+
+        A scheduler recorded its schedule, or ``migrate`` its command, so it
+        was a ``JobCommand`` of some deploy's code; it is none of the code
+        health runs with; no live scheduler runs it (in a rolling deploy the
+        hosts still on the old code do, and it is watched until the last of
+        them stops); and no run of it holds its lease. Jobs claimed through
+        ``claim()``, ``@claimed`` or Celery cannot be listed from the code,
+        and are never gone: an operator retires them.
         """
-        if job not in self.versions or job in self.in_code or job in self.running:
+        was_a_command = job in self.versions or job in self.known_commands
+        if not was_a_command or job in self.in_code or job in self.running:
             return False
         return not any(job in row.schedules for row in self.live_schedulers())
 
@@ -164,17 +185,24 @@ class Facts:
         return min(moments, default=None)
 
 
-def read(only: str | None = None) -> Facts:
+def read(only: Collection[str] | None = None) -> Facts:
     """The facts of every job (of ``only``, if given), in a bounded number of queries."""
     db = jobclaims_settings.claims_database(JobRun)
-    runs = JobRun.objects.all() if only is None else JobRun.objects.filter(job=only)
+    wanted = None if only is None else frozenset(only)
+    runs = JobRun.objects.all() if wanted is None else JobRun.objects.filter(job__in=wanted)
     facts = Facts(
-        now=database_now(db), only=only, scheduled=scheduled(only), in_code=jobs_in_code()
+        now=database_now(db),
+        only=wanted,
+        scheduled={},
+        in_code=jobs_in_code(),
+        zone=timezone.get_current_timezone_name(),
     )
+    facts.scheduled = {job: each for job, each in scheduled().items() if facts.wants(job)}
     facts.retired = {row.job: row for row in RetiredJob.objects.all()}
+    facts.known_commands = set(KnownCommand.objects.values_list("job", flat=True))
     versions = ScheduleVersion.objects.order_by("job", "since", "pk")
     # Ordered by since: the newest of each job is the one kept.
-    facts.versions = {row.job: row for row in versions if only in (None, row.job)}
+    facts.versions = {row.job: row for row in versions if facts.wants(row.job)}
     facts.summaries = _summaries(runs)
     _read_newest(facts, runs)
     _read_failures(facts, runs)
@@ -184,6 +212,14 @@ def read(only: str | None = None) -> Facts:
     facts.seen = list(SchedulerSeen.objects.order_by("started_at", "pk"))
     _read_missed(facts)
     return facts
+
+
+def gone_candidates() -> set[str]:
+    """The jobs some deploy's code had as commands and this code has not:
+    those that may be gone, read for without judging every job."""
+    recorded = {*KnownCommand.objects.values_list("job", flat=True)}
+    recorded |= {*ScheduleVersion.objects.values_list("job", flat=True)}
+    return recorded - jobs_in_code()
 
 
 def scheduled(only: str | None = None) -> dict[str, JobSchedule]:
@@ -221,15 +257,18 @@ def _read_newest(facts: Facts, runs: JobRunQuerySet) -> None:
     }
     if not moments:
         return
-    for run in runs.filter(claimed_at__in=moments).order_by("pk"):
-        summary = facts.summaries.get(run.job)
+    rows = runs.filter(claimed_at__in=moments).order_by("pk")
+    for job, claimed_at, status, window, schedule in rows.values_list(
+        "job", "claimed_at", "status", "window", "schedule"
+    ):
+        summary = facts.summaries.get(job)
         if summary is None:
             continue  # Claimed since the aggregate was read.
-        if run.claimed_at == summary.newest_claimed:
-            facts.newest[run.job] = run
-        succeeded = run.status == JobRun.Status.SUCCEEDED
-        if succeeded and run.claimed_at == summary.newest_success_claimed:
-            facts.newest_success[run.job] = run
+        if claimed_at == summary.newest_claimed:
+            facts.newest[job] = Newest(window, schedule)
+        succeeded = status == JobRun.Status.SUCCEEDED
+        if succeeded and claimed_at == summary.newest_success_claimed:
+            facts.newest_success[job] = Newest(window, schedule)
 
 
 def _read_failures(facts: Facts, runs: JobRunQuerySet) -> None:
@@ -285,13 +324,14 @@ def _read_running(facts: Facts, runs: JobRunQuerySet) -> None:
 def _read_missed(facts: Facts) -> None:
     """The fires and windows of the look-back that neither a claim nor a skip has."""
     expected = {job: keys for job in facts.known_jobs() if (keys := _expected(facts, job))}
-    if not expected:
+    short = _short_of_claims(expected)
+    if not short:
         return
     # Each job's claims since its own first expected window, in one query:
     # a day of a daily job's must not fetch a day of a 5-second job's.
     by_since: dict[datetime.datetime, list[str]] = {}
-    for job, keys in expected.items():
-        by_since.setdefault(keys[0][0], []).append(job)
+    for job in short:
+        by_since.setdefault(expected[job][0][0], []).append(job)
     claimed = reduce(
         or_, (Q(job__in=jobs, claimed_at__gte=since) for since, jobs in by_since.items())
     )
@@ -300,9 +340,37 @@ def _read_missed(facts: Facts) -> None:
     )
     had = set(JobRun.objects.filter(claimed).values_list("job", "window"))
     had |= set(JobSkip.objects.filter(skipped).values_list("job", "window"))
-    for job, keys in expected.items():
-        if missed := [key for _start, key in keys if (job, key) not in had]:
+    for job in short:
+        if missed := [key for _start, key in expected[job] if (job, key) not in had]:
             facts.missed[job] = missed
+
+
+def _short_of_claims(expected: dict[str, list[tuple[datetime.datetime, str]]]) -> list[str]:
+    """The jobs that lack a claim of one of their ``expected`` keys.
+
+    Counted in the database, one count per job: most jobs claimed every
+    window, and fetching a day of each one's claims to find so is most of
+    what a scrape of a thousand jobs costs. A claim is unique on its job and
+    window, so a job with as many claims of its keys as it has keys has all.
+    """
+    if not expected:
+        return []
+    # Jobs of one schedule and start expect the same keys: one condition for them all.
+    groups: dict[tuple[datetime.datetime, tuple[str, ...]], list[str]] = {}
+    for job, keys in expected.items():
+        groups.setdefault((keys[0][0], tuple(key for _start, key in keys)), []).append(job)
+    claimed = reduce(
+        or_,
+        (
+            Q(job__in=jobs, claimed_at__gte=since, window__in=keys)
+            for (since, keys), jobs in groups.items()
+        ),
+    )
+    counts = JobRun.objects.filter(claimed).order_by().values("job").annotate(claims=Count("pk"))
+    whole = {
+        row["job"] for row in counts if row["claims"] >= len({k for _s, k in expected[row["job"]]})
+    }
+    return [job for job in expected if job not in whole]
 
 
 def _expected(facts: Facts, job: str) -> list[tuple[datetime.datetime, str]]:
@@ -317,8 +385,7 @@ def _expected(facts: Facts, job: str) -> list[tuple[datetime.datetime, str]]:
     newest = facts.newest.get(job)
     if since is None or newest is None:
         return []
-    zone = timezone.get_current_timezone_name()
-    windows = ended_windows(newest.schedule, look_back, facts.now, zone)
+    windows = ended_windows(newest.schedule, look_back, facts.now, facts.zone)
     # The window holding the first claim counts; those before it do not.
     ended = [(moment, key) for moment, key, end in windows if end > since]
     return ended[-MISSED_COUNTED:]

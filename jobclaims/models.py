@@ -898,3 +898,25 @@ class ScheduledJob(JobRun):
         proxy = True
         verbose_name = _("schedule")
         verbose_name_plural = _("schedules")
+
+
+class KnownCommand(models.Model):
+    """A ``JobCommand`` some deploy's code had, recorded by ``migrate`` as
+    content types are (``jobclaims.known_commands``).
+
+    Health reads it to tell a job removed from the code, which is gone, from
+    one run through ``claim()``, ``@claimed`` or Celery, which no code lists.
+    """
+
+    job = models.CharField(_("job"), max_length=200)
+    first_seen_at = models.DateTimeField(_("first seen at"), db_default=DatabaseNow())
+
+    objects = ClaimsDatabaseManager["KnownCommand"]()
+
+    class Meta:
+        verbose_name = _("known command")
+        verbose_name_plural = _("known commands")
+        constraints = [models.UniqueConstraint(fields=["job"], name="jobclaims_known_command_uniq")]
+
+    def __str__(self) -> str:
+        return self.job

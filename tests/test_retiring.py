@@ -12,12 +12,13 @@ import signal
 
 import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
+from django.db.models import F
 from django.test import override_settings
 
 from jobclaims.clock import database_now
 from jobclaims.health import job_health, read_health
-from jobclaims.models import JobRun, RetiredJob, SchedulerSeen, ScheduleVersion
-from jobclaims.testing import start
+from jobclaims.models import JobRun, KnownCommand, RetiredJob, SchedulerSeen, ScheduleVersion
+from jobclaims.testing import race, start
 from tests.helpers import run_command, wait_until
 from tests.monitored import (
     HEALTHY,
@@ -217,3 +218,63 @@ def test_a_renamed_jobs_scheduler_stopping_makes_it_gone_and_starting_again_brin
         assert [each.job for each in job_health(RENAMED)] == [RENAMED]
     finally:
         host.stop()
+
+
+CHANGELIST = "/admin/jobclaims/jobrun/"
+
+
+def test_the_admin_lists_the_jobs_gone_from_the_code_until_one_is_retired(client):
+    only_the_overdue_job()
+    scheduled_by_an_earlier_deploy()
+    operator = client_for(staff("view_jobrun", "change_jobrun"))
+
+    page = operator.get(CHANGELIST).content.decode()
+    assert "Gone from the code, so not watched" in page
+    assert f'<a href="?job__exact={RENAMED}">{RENAMED}</a>' in page
+    # The claim()-run job is overdue, not gone: the admin says nothing of it here.
+    assert f'<a href="?job__exact={GONE}">' not in page
+
+    # Retired from its claims, with the action: recorded, and no longer listed.
+    act(operator, "retire_jobs", *JobRun.objects.filter(job=RENAMED))
+    assert RetiredJob.objects.get().job == RENAMED
+    assert LogEntry.objects.get().object_repr == RENAMED
+    assert "Gone from the code" not in operator.get(CHANGELIST).content.decode()
+    assert read_health().gone == []
+
+
+#: A command of the deploy before a rename, started by cron: it has no
+#: schedule, so no scheduler ever recorded it.
+CRON_RENAMED = "send_reminders"
+CRON_OLD_CODE = {"RESCHEDULED_JOB_NAME": CRON_RENAMED}
+
+
+def test_a_cron_started_command_removed_from_the_code_is_gone_and_said_so_by_all_three(client):
+    """The old deploy migrates and cron runs its command; this code has no
+    command of that name. A job run through claim() stays watched."""
+    only_the_overdue_job()
+    [migrated] = race("migrate", "--verbosity", "0", instances=1, env=CRON_OLD_CODE)
+    assert migrated.returncode == 0, migrated.stderr
+    assert KnownCommand.objects.filter(job=CRON_RENAMED).exists()
+    [ran] = race("rescheduled", instances=1, env=CRON_OLD_CODE)
+    assert ran.outcome == "ran", ran.stderr
+    # Renamed three days ago: watched, its minutely windows since would be missed.
+    JobRun.objects.filter(job=CRON_RENAMED).update(
+        claimed_at=F("claimed_at") - 3 * DAY, finished_at=F("finished_at") - 3 * DAY
+    )
+
+    assert verdicts(client) == {GONE: {"overdue", "missed"}}
+    [gone] = read_health().gone
+    assert (gone.job, gone.schedule) == (CRON_RENAMED, "")
+    assert value(scrape(client), "jobclaims_job_gone", job_name=CRON_RENAMED) == 1
+    run_command("jobclaims_retire", GONE)
+    out, _err, status = run_command("jobclaims_status", "--check")
+    healthy = len(SCHEDULED) + 1
+    assert (out, status) == (
+        f"All {healthy} jobs healthy; {CRON_RENAMED} is gone from the code.\n",
+        0,
+    )
+    out, _err, _status = run_command("jobclaims_status")
+    assert (
+        f"{CRON_RENAMED}: gone from the code: no JobCommand and no live scheduler runs it " in out
+    )
+    assert "last schedule" not in out
