@@ -6,7 +6,9 @@ import pytest
 
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun
-from tests.monitored import make_monitored_jobs, save_run
+from tests.helpers import run_python, unanswered_database_url
+from tests.monitored import DEAD, FAILING, OVERDUE, make_monitored_jobs, save_run
+from tests.test_health_schedules import verdicts
 
 # The check runs in a thread of the health view's own, with a connection of
 # its own: it sees committed data only.
@@ -43,3 +45,43 @@ def test_the_health_page_passes_before_any_job_has_run(client):
     response = client.get("/health/?format=text")
     assert response.status_code == 200
     assert f"{CHECK}: OK" in response.content.decode()
+
+
+def test_the_check_the_page_and_the_metrics_agree_on_overdue_failing_and_dead_jobs(client):
+    make_monitored_jobs()
+    assert verdicts(client) == {
+        OVERDUE: {"overdue", "missed"},
+        FAILING: {"failed"},
+        DEAD: {"dead holder"},
+    }
+
+
+#: What the check, the page and the metrics say in a process whose claims
+#: database does not answer, one line each.
+SAID_WITH_THE_DATABASE_DOWN = """\
+import django; django.setup()
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+try:
+    call_command("jobclaims_status", "--check")
+except CommandError as error:
+    print(error.returncode, error)
+page = Client().get("/health/?format=json")
+print(page.status_code, page.json()["ScheduledJobs()"])
+metrics = Client().get("/metrics/")
+up = [line for line in metrics.content.decode().splitlines() if line.startswith("jobclaims_up ")]
+print(metrics.status_code, *up)
+"""
+
+
+def test_with_the_database_down_the_check_the_page_and_the_metrics_each_say_so():
+    done = run_python(
+        SAID_WITH_THE_DATABASE_DOWN,
+        env={"DATABASE_URL": unanswered_database_url(), "TESTS_ALLOWED_HOSTS": "testserver"},
+    )
+    assert done.returncode == 0, done.stderr
+    check, page, metrics = done.stdout.splitlines()
+    assert check.startswith("3 UNKNOWN: the claims database did not answer: ")
+    assert page == "500 Unavailable: the claims database did not answer"
+    assert metrics == "200 jobclaims_up 0.0"
