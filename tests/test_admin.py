@@ -18,12 +18,14 @@ from django.urls import reverse
 from jobclaims.admin import JobRunAdmin
 from jobclaims.claiming import claim
 from jobclaims.clock import database_now
-from jobclaims.models import JobRun, JobRunQuerySet, JobSkip
+from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, SchedulerSeen
 from jobclaims.states import State
 from jobclaims.windows import resolve
 from tests.factories import claim_fields, claim_in_state
 
 pytestmark = pytest.mark.django_db
+
+HOUR = datetime.timedelta(hours=1)
 
 CHANGELIST = reverse("admin:jobclaims_jobrun_changelist")
 
@@ -354,3 +356,34 @@ def test_view_only_staff_cannot_cancel_a_run_by_posting_the_action(active):
     assert response.status_code == 200  # The list again, as for any action it may not run.
     assert JobRun.objects.get().status == JobRun.Status.RUNNING
     assert not LogEntry.objects.exists()
+
+
+def test_the_schedulers_seen_are_listed_live_or_gone_with_the_jobs_each_runs():
+    now = database_now()
+    SchedulerSeen.objects.create(
+        host="web-1",
+        pid=41,
+        schedules={"nightly_latest": "0 0 * * *"},
+        fingerprint="live",
+        started_at=now - HOUR,
+        last_seen_at=now,
+    )
+    SchedulerSeen.objects.create(
+        host="web-2",
+        pid=42,
+        schedules={},
+        fingerprint="gone",
+        started_at=now - 3 * HOUR,
+        last_seen_at=now - 2 * HOUR,
+    )
+    reader = client_for(staff("view_schedulerseen"))
+    page = reader.get(reverse("admin:jobclaims_schedulerseen_changelist")).content.decode()
+    live, gone = page.index(">web-1<"), page.index(">web-2<")
+    assert 'alt="True"' in page[live:gone]
+    assert 'alt="False"' in page[gone:]
+    assert "nightly_latest (0 0 * * *)" in page[live:gone]
+    # Written by the schedulers alone: nothing to add or change by hand.
+    assert "Add scheduler" not in page
+    row = SchedulerSeen.objects.get(host="web-1")
+    detail = reader.get(reverse("admin:jobclaims_schedulerseen_change", args=[row.pk]))
+    assert 'name="host"' not in detail.content.decode()
