@@ -324,53 +324,44 @@ def _read_running(facts: Facts, runs: JobRunQuerySet) -> None:
 def _read_missed(facts: Facts) -> None:
     """The fires and windows of the look-back that neither a claim nor a skip has."""
     expected = {job: keys for job in facts.known_jobs() if (keys := _expected(facts, job))}
-    short = _short_of_claims(expected)
+    # Jobs of one schedule and start expect the same keys: one condition for them all,
+    # which the unique (job, window) index answers, however old the claims.
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for job, keys in expected.items():
+        groups.setdefault(tuple(key for _start, key in keys), []).append(job)
+    short = _short_of_claims(groups)
     if not short:
         return
-    # Each job's claims since its own first expected window, in one query:
-    # a day of a daily job's must not fetch a day of a 5-second job's.
-    by_since: dict[datetime.datetime, list[str]] = {}
-    for job in short:
-        by_since.setdefault(expected[job][0][0], []).append(job)
-    claimed = reduce(
-        or_, (Q(job__in=jobs, claimed_at__gte=since) for since, jobs in by_since.items())
+    of_the_short = reduce(
+        or_,
+        (
+            Q(job__in=[job for job in jobs if job in short], window__in=keys)
+            for keys, jobs in groups.items()
+            if short.intersection(jobs)
+        ),
     )
-    skipped = reduce(
-        or_, (Q(job__in=jobs, skipped_at__gte=since) for since, jobs in by_since.items())
-    )
-    had = set(JobRun.objects.filter(claimed).values_list("job", "window"))
-    had |= set(JobSkip.objects.filter(skipped).values_list("job", "window"))
-    for job in short:
+    had = set(JobRun.objects.filter(of_the_short).values_list("job", "window"))
+    had |= set(JobSkip.objects.filter(of_the_short).values_list("job", "window"))
+    for job in sorted(short):
         if missed := [key for _start, key in expected[job] if (job, key) not in had]:
             facts.missed[job] = missed
 
 
-def _short_of_claims(expected: dict[str, list[tuple[datetime.datetime, str]]]) -> list[str]:
-    """The jobs that lack a claim of one of their ``expected`` keys.
+def _short_of_claims(groups: dict[tuple[str, ...], list[str]]) -> set[str]:
+    """The jobs that lack a claim of one of the keys their group expects.
 
     Counted in the database, one count per job: most jobs claimed every
     window, and fetching a day of each one's claims to find so is most of
     what a scrape of a thousand jobs costs. A claim is unique on its job and
     window, so a job with as many claims of its keys as it has keys has all.
     """
-    if not expected:
-        return []
-    # Jobs of one schedule and start expect the same keys: one condition for them all.
-    groups: dict[tuple[datetime.datetime, tuple[str, ...]], list[str]] = {}
-    for job, keys in expected.items():
-        groups.setdefault((keys[0][0], tuple(key for _start, key in keys)), []).append(job)
-    claimed = reduce(
-        or_,
-        (
-            Q(job__in=jobs, claimed_at__gte=since, window__in=keys)
-            for (since, keys), jobs in groups.items()
-        ),
-    )
+    if not groups:
+        return set()
+    claimed = reduce(or_, (Q(job__in=jobs, window__in=keys) for keys, jobs in groups.items()))
     counts = JobRun.objects.filter(claimed).order_by().values("job").annotate(claims=Count("pk"))
-    whole = {
-        row["job"] for row in counts if row["claims"] >= len({k for _s, k in expected[row["job"]]})
-    }
-    return [job for job in expected if job not in whole]
+    wanted = {job: len(set(keys)) for keys, jobs in groups.items() for job in jobs}
+    whole = {row["job"] for row in counts if row["claims"] >= wanted[row["job"]]}
+    return set(wanted) - whole
 
 
 def _expected(facts: Facts, job: str) -> list[tuple[datetime.datetime, str]]:

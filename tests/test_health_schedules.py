@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from jobclaims.clock import database_now
 from jobclaims.health import due_fire, fire_grace, job_health, missed_windows
-from jobclaims.models import JobRun, SchedulerSeen, ScheduleVersion
+from jobclaims.models import JobRun, JobSkip, SchedulerSeen, ScheduleVersion
 from jobclaims.schedule_versions import fingerprint as schedule_fingerprint
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import CronSchedule, JobSchedule, Misfire
@@ -228,6 +228,26 @@ def test_an_hourly_job_that_misses_one_window_trips_the_missed_signal(client):
         "sync: missed: 1 of its windows in the last 1 d had no claim "
         f"(latest: {HOURLY.key_at(this_hour - HOUR)})\n"
     )
+
+
+def test_a_window_skipped_while_the_job_was_paused_is_not_missed(client):
+    this_hour = hour_start(database_now())
+    for hours in (3, 2, 0):
+        save_run("sync", this_hour - hours * HOUR + SECOND, JobRun.Status.SUCCEEDED)
+    # The hour between was skipped, not lost: an operator had paused the job.
+    JobSkip.objects.create(
+        job="sync",
+        window=HOURLY.key_at(this_hour - HOUR),
+        owner="web-1:4242:0c0ffee0",
+        reason=JobSkip.Reason.PAUSED,
+        skipped_at=this_hour - HOUR + SECOND,
+    )
+    assert verdicts(client) == {}
+    # Many jobs, most of which claimed every hour: the skip is still found.
+    for n in range(20):
+        for hours in range(25):
+            save_run(f"sync_{n}", this_hour - hours * HOUR + SECOND, JobRun.Status.SUCCEEDED)
+    assert verdicts(client) == {}
 
 
 def test_no_live_scheduler_when_the_schedulers_seen_are_past_their_grace(client):
