@@ -359,7 +359,7 @@ def holding(
         except DatabaseError as error:
             raise ClaimLost(
                 f"{run.job} {run.window} ran, but the database did not take its success "
-                f"({error!s:.200}) until its lease was gone; the next instance takes "
+                f"({retries.summary(error)}) until its lease was gone; the next instance takes "
                 "the window over"
             ) from error
     if not released:
@@ -393,7 +393,7 @@ def start_held(
     try:
         renewed = run.renew(lease, until=lease_deadline(run, max_run_time))
     except DatabaseError as error:
-        why = f"and its renewal failed ({error!s:.200})"
+        why = f"and its renewal failed ({retries.summary(error)})"
     else:
         if renewed and run.held_for() >= margin:
             return

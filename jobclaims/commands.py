@@ -231,7 +231,7 @@ class JobCommand(BaseCommand):
             if retries.is_transient(error):
                 raise CommandError(
                     f"Could not claim {job} {window}".rstrip()
-                    + f": the database kept answering {_summary(error)} for "
+                    + f": the database kept answering {retries.summary(error)} for "
                     f"{retries.RETRY_FOR:.0f} s, so nothing ran; the next run tries again"
                 ) from error
             self._explain_missing_migrations(job, window, error)
@@ -262,7 +262,7 @@ class JobCommand(BaseCommand):
             )
         except DatabaseError as error:
             raise CommandError(
-                f"Could not adopt {job} {window}: the database answered {_summary(error)}, "
+                f"Could not adopt {job} {window}: the database answered {retries.summary(error)}, "
                 "so nothing ran; its claim ends with its lease"
             ) from error
         if run is None:
@@ -339,7 +339,8 @@ class JobCommand(BaseCommand):
             leaves = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "jobclaims"]
             missing = executor.migration_plan(leaves)
         except DatabaseError as also:
-            answers = dict.fromkeys((_summary(error), _summary(also)))  # Each said once.
+            # Each said once.
+            answers = dict.fromkeys((retries.summary(error), retries.summary(also)))
             raise CommandError(
                 f"Could not claim {job} {window}".rstrip()
                 + f": the database answered {', then '.join(answers)}, "
@@ -393,18 +394,13 @@ class JobCommand(BaseCommand):
                 self.stdout.write(f"{lapsed}.")
             return
         except ClaimLost as lost:
-            if (cancel := cancellation(run)) is not None:
+            if (cancel := _cancellation_if_readable(run)) is not None:
                 raise CommandError(
                     f"{run} was {cancel}; its writes were refused from then on"
                 ) from lost
             raise CommandError(f"{lost}; stopped without recording an outcome") from lost
         if options["verbosity"]:
             self.stdout.write(self.style.SUCCESS(f"Ran {run.job} {run.window}."))
-
-
-def _summary(error: DatabaseError) -> str:
-    """A database error on one line, as a message quotes it."""
-    return " ".join(str(error).split())[:200] or type(error).__name__
 
 
 def _skip_message(refusal: Refusal) -> str:
@@ -442,6 +438,18 @@ def _paused(note: PauseNote) -> str:
     if note.until is not None:
         said += f" until {_local(note.until)}"
     return f"{said} ({note.reason})" if note.reason else said
+
+
+def _cancellation_if_readable(run: JobRun) -> JobCancelled | None:
+    """Who cancelled a run whose claim was lost, if the database can say.
+
+    The claim is often lost because the database went away (a killed
+    node, a failover): then the lost claim's own message is the outcome.
+    """
+    try:
+        return cancellation(run)
+    except DatabaseError:
+        return None
 
 
 def _recorded(run: JobRun) -> str:

@@ -107,6 +107,12 @@ def is_cancelled(error: DatabaseError) -> bool:
     return cause is not None and _sqlstate(cause) == "57014"
 
 
+def summary(error: DatabaseError) -> str:
+    """A database error on one line, as a one-line message quotes it: the
+    drivers' messages span lines ("Is the server running on that host...")."""
+    return " ".join(str(error).split())[:200] or type(error).__name__
+
+
 def _sqlstate(cause: BaseException) -> str | None:
     """PostgreSQL's SQLSTATE: psycopg (3) and psycopg2 name it differently."""
     sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)

@@ -9,10 +9,14 @@ SQLite has no connection to lose.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -119,3 +123,79 @@ def test_a_job_that_cannot_reach_its_database_says_so_in_one_line_and_does_not_r
     assert line.startswith(f"CommandError: Could not claim charge_ledger {WINDOW}: ")
     assert line.endswith("so nothing ran; the next run tries again")
     assert not Charge.objects.exists()
+
+
+class Proxy:
+    """A TCP relay to the database server that can be cut: the server gone,
+    as a killed node or a failed-over primary is to its clients."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.sockets: list[socket.socket] = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def port(self) -> int:
+        port: int = self.listener.getsockname()[1]
+        return port
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            self.sockets += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+
+    def cut(self) -> None:
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+def test_a_job_whose_database_goes_away_as_it_runs_says_so_in_one_line(tmp_path):
+    # Its claim is lost to the outage, and so is the read that would say
+    # whether an operator cancelled it: neither may end in a traceback.
+    url = urlsplit(os.environ["DATABASE_URL"])
+    proxy = Proxy(url.hostname or "127.0.0.1", url.port or 0)
+    through_proxy = url._replace(
+        netloc=f"{url.username}@127.0.0.1:{proxy.port}",
+        path=f"/{connection.settings_dict['NAME']}",  # The test database.
+    )
+    job = subprocess.Popen(
+        [sys.executable, "-m", "django", "nemesis_job", "--window", WINDOW, "--lease", "2",
+         "--hold", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=BASE_DIR,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": urlunsplit(through_proxy),
+            "NEMESIS_RUNS": str(tmp_path / "runs"),
+        },
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "runs").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proxy.cut()
+    _, stderr = job.communicate(timeout=60)
+    assert (tmp_path / "runs").read_text().count(WINDOW) == 1
+    assert job.returncode == 1
+    # The heartbeat logs its failed renewals; the command's end is one line.
+    *logged, line = stderr.splitlines()
+    assert all(entry.startswith(("Could not renew", "\t")) for entry in logged), stderr
+    assert line.startswith(f"CommandError: nemesis_job {WINDOW} ran, but the database did not")
+    assert line.endswith("stopped without recording an outcome")
