@@ -6,7 +6,7 @@ It starts the cluster on ports of its own (scripts/start-galera with
 GALERA_PORT 3341, scripts/start-pg-replica with PG_REPLICA_PORT 5481),
 starts four racers (tests/nemesis/worker.py), each a real process on a
 node of its own where the cluster has several, and sends each window to
-two to four of them at once, with a lease of 2 to 5 seconds. Meanwhile a
+two to four of them at once, with a short lease (``Cluster.leases``). Meanwhile a
 thread injects one fault after another at random moments:
 
 - Galera: a node isolated (``gmcast.isolate=1``), SIGSTOPped for 2-7 s, or
@@ -20,7 +20,10 @@ the faults stop, the cluster heals, and each window no racer ran is sent
 once more with ``--wait``: a window lost is one that not even this run
 could run (its claims said it was done, or held it for good). It prints
 the windows that ran twice and the lost ones, each with the faults around
-it, and the tracebacks by cause; it exits 1 if there is any. Seeded: the
+it, and the tracebacks by cause; it exits 1 if there is any. A window run
+again because its holder stalled past its lease after it started (its node
+stopped or killed before its outcome was recorded) is counted apart: the
+job's lines say what each run knew of its lease, and a lease allows that. Seeded: the
 same seed draws the same windows, racers and faults, so a failing run can
 be replayed (the moments depend on the machine).
 """
@@ -355,10 +358,55 @@ def inject(
         fault.ended = time.monotonic()
 
 
+@dataclass
+class Run:
+    """One run of a window, from the job's own lines: when it started, and
+    until when it knew its lease held, at its start and at its end."""
+
+    pid: str
+    started: float
+    held_at_start: float
+    held_at_end: float | None = None
+
+
+def read_runs(runs: Path) -> dict[str, list[Run]]:
+    """Each window's runs, in the order they started."""
+    found: dict[str, list[Run]] = {}
+    ends: dict[tuple[str, str], float] = {}
+    lines = runs.read_text().splitlines() if runs.exists() else []
+    for line in lines:
+        fields = line.split()
+        if fields[0] == "end":
+            ends[fields[1], fields[2]] = float(fields[3])
+        else:
+            window, pid, _attempt, started, held = fields
+            found.setdefault(window, []).append(Run(pid, float(started), float(held)))
+    for window, window_runs in found.items():
+        for run in window_runs:
+            run.held_at_end = ends.get((window, run.pid))
+        window_runs.sort(key=lambda run: run.started)
+    return found
+
+
 def count_runs(runs: Path) -> Counter[str]:
-    if not runs.exists():
-        return Counter()
-    return Counter(line.split()[0] for line in runs.read_text().splitlines() if line)
+    return Counter({window: len(found) for window, found in read_runs(runs).items()})
+
+
+def broke_the_lease(window_runs: list[Run]) -> bool:
+    """Whether two runs of a window overlapped on a lease, or one started on
+    a lease it no longer held: what jobclaims promises never happens.
+
+    A later run that started once an earlier run's lease had ended, as that
+    run knew it, took over a holder that stalled past its lease after it
+    started (its node stopped or killed, its outcome not recorded in time):
+    the at-least-once that a lease gives a run it must take for crashed.
+    """
+    held = float("-inf")  # Until when the runs so far knew a lease held.
+    for run in window_runs:
+        if run.started < held or run.started >= run.held_at_start:
+            return True
+        held = max(held, run.held_at_start, run.held_at_end or held)
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -421,11 +469,13 @@ def main(argv: list[str] | None = None) -> int:
         if not options.keep:
             cluster.stop()
     outcomes = {w: [r.answers.get(w, "no answer") for r in racers if w in r.sent] for w in windows}
-    return report(cluster, options, outcomes, moments, count_runs(runs), history, started)
+    return report(cluster, options, outcomes, moments, read_runs(runs), history, started)
 
 
-def report(cluster, options, outcomes, moments, ran, history, started) -> int:
-    doubles = sorted(w for w in outcomes if ran[w] > 1)
+def report(cluster, options, outcomes, moments, found, history, started) -> int:
+    ran = Counter({window: len(found.get(window, [])) for window in outcomes})
+    doubles = sorted(w for w in outcomes if ran[w] > 1 and broke_the_lease(found[w]))
+    taken_over = sorted(w for w in outcomes if ran[w] > 1 and w not in doubles)
     lost = sorted(w for w in outcomes if ran[w] == 0)
     tracebacks: Counter[str] = Counter()
     clean: Counter[str] = Counter()
@@ -453,7 +503,11 @@ def report(cluster, options, outcomes, moments, ran, history, started) -> int:
     print(f"  longest fault of each kind, s: {dict(sorted(longest.items()))}")
     print(f"  runs per window: {dict(sorted(Counter(ran[w] for w in outcomes).items()))}")
     print(f"  clean exits 1 by cause: {dict(clean.most_common(6))}")
-    for title, windows in (("ran twice", doubles), ("lost", lost)):
+    for title, windows in (
+        ("ran twice on one lease, or started on an ended one", doubles),
+        ("ran again, taken over after its holder stalled past its lease mid-run", taken_over),
+        ("lost", lost),
+    ):
         print(f"  {title}: {len(windows)}")
         for window in windows[:20]:
             begun = moments[window]
