@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -13,7 +13,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from jobclaims import leases, retries, schedules, timeouts, windows
+from jobclaims import leases, retries, schedule_names, timeouts, windows
 from jobclaims.cancels import cancellation
 from jobclaims.children import adopt, use_parents_databases
 from jobclaims.claiming import claim_waiting, holding, validate_max_run_time, window_key
@@ -29,8 +29,11 @@ from jobclaims.exceptions import (
 )
 from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
+from jobclaims.schedules import JobSchedule, Schedule
 from jobclaims.states import PauseNote, Reason, Refusal
 from jobclaims.stopping import SelfStop, interrupting_on_stop_signals
+
+__all__ = ["JobCommand", "Schedule"]
 
 #: The exit status of a run stopped at its timeout, as timeout(1) exits.
 TIMED_OUT_STATUS = 124
@@ -131,6 +134,15 @@ class JobCommand(BaseCommand):
     #: window, and ``jobclaims_scheduler`` starts the job at each. None: the
     #: job is started by your own cron, and ``window`` cuts its windows.
     schedule: str | None = None
+    #: Several schedules, each with its own arguments and zone, instead of
+    #: ``schedule``: ``[Schedule("0 * * * *", args=["--region", "eu"]), ...]``.
+    #: Each claims its own fires (``jobclaims.schedule_names``).
+    schedules: Sequence[Schedule] = ()
+    #: The zone the schedules are read in ("America/New_York"); None: TIME_ZONE.
+    time_zone: str | None = None
+    #: Start each fire a random moment up to this long after its claim, so
+    #: that many jobs due at one time do not start at once; None: at once.
+    jitter: datetime.timedelta | None = None
     #: What a scheduler that comes back does with fires no scheduler was up
     #: for: "skip", "latest" (run the most recent once) or "all" (each in order).
     misfire: str = "latest"
@@ -181,6 +193,14 @@ class JobCommand(BaseCommand):
             action="store_true",
             help="Run the window again even if it already succeeded.",
         )
+        parser.add_argument(
+            "--schedule-name",
+            metavar="NAME",
+            help=(
+                "Claim a fire of this one of the job's schedules: a job with several "
+                "claims each schedule's fires under its own name."
+            ),
+        )
         # How jobclaims_scheduler starts the job under the claim it took:
         # the child runs that claim (job, --window, token) without claiming.
         parser.add_argument("--claim-token", help=argparse.SUPPRESS)
@@ -208,11 +228,16 @@ class JobCommand(BaseCommand):
         if found := timeouts.problems(self._command_name(), self.timeout, self.timeout_grace):
             raise CommandError(found[0])
         if options.get("claim_token"):
+            # The scheduler checked the schedule, and names the one it claimed for.
+            if schedule_name := options.get("schedule_name"):
+                job = schedule_names.claim_name(job, schedule_name)
             self._run_adopted(job, lease, args, options)
             return
+        if (scheduled := self._scheduled(options.get("schedule_name"))) is not None:
+            job = scheduled.job
         window = options["window_key"] or ""
         try:
-            window = self._window_key(options["window_key"])
+            window = self._window_key(options["window_key"], options.get("schedule_name"))
             validate_max_run_time(self.max_run_time)
             run: JobRun | Refusal = claim_waiting(
                 job,
@@ -221,7 +246,7 @@ class JobCommand(BaseCommand):
                 lease=lease,
                 force=options["force"],
                 allow_overlap=self.allow_overlap,
-                schedule=self._recorded_schedule(),
+                schedule=self._recorded_schedule(options.get("schedule_name")),
             )
         except ValueError as error:
             raise CommandError(error) from error
@@ -285,16 +310,32 @@ class JobCommand(BaseCommand):
             )
         self._run(run, lease, args, options)
 
-    def _scheduled(self) -> schedules.JobSchedule | None:
-        if self.schedule is None:
+    def _scheduled(self, name: str | None = None) -> JobSchedule | None:
+        """The schedule a run claims a fire of: the one named ``name``, or the
+        job's only one. A job with several must be told which."""
+        if self.schedule is None and not self.schedules:
+            if name is not None:
+                raise CommandError(f"--schedule-name {name!r}: this job has no schedules")
             return None
         try:
-            return schedules.JobSchedule.of(self, self._command_name())
+            each = JobSchedule.each_of(self, self._command_name())
         except ValueError as error:
             raise CommandError(error) from error
+        names = ", ".join(repr(job.name) for job in each)
+        if name is not None:
+            found = next((job for job in each if job.name == name), None)
+            if found is None:
+                raise CommandError(f"--schedule-name {name!r} names none of its schedules: {names}")
+            return found
+        if len(each) > 1:
+            raise CommandError(
+                f"{self._command_name()} has several schedules, each with its own claims; "
+                f"name the one to run with --schedule-name: {names}"
+            )
+        return each[0]
 
-    def _recorded_schedule(self) -> str:
-        scheduled = self._scheduled()
+    def _recorded_schedule(self, schedule_name: str | None = None) -> str:
+        scheduled = self._scheduled(schedule_name)
         if scheduled is not None:
             return scheduled.recorded_schedule
         return windows.resolve(self.window).name
@@ -313,8 +354,8 @@ class JobCommand(BaseCommand):
             raise CommandError(f"{type(self).__name__}.lease {problem}")
         return self.lease
 
-    def _window_key(self, explicit: str | None) -> str:
-        scheduled = self._scheduled()
+    def _window_key(self, explicit: str | None, schedule_name: str | None = None) -> str:
+        scheduled = self._scheduled(schedule_name)
         if scheduled is not None:
             return scheduled_key(scheduled, explicit)
         try:
@@ -466,7 +507,7 @@ def _recorded(run: JobRun) -> str:
     )
 
 
-def scheduled_key(scheduled: schedules.JobSchedule, explicit: str | None) -> str:
+def scheduled_key(scheduled: JobSchedule, explicit: str | None) -> str:
     """The key of the scheduled job's latest fire due by the database clock,
     or of the fire ``explicit`` names."""
     if explicit is not None:

@@ -32,7 +32,7 @@ from jobclaims.models import (
     SchedulerSeen,
     ScheduleVersion,
 )
-from jobclaims.schedule_versions import fingerprint
+from jobclaims.schedule_versions import fingerprint_of
 from jobclaims.scheduler import jobs_in_code, scheduled_jobs
 from jobclaims.schedules import ON_TIME, JobSchedule
 from jobclaims.windows import from_name
@@ -164,7 +164,7 @@ class Facts:
         when it looks, and catch up none of the fires before.
         """
         version = self.versions.get(job.job)
-        if version is None or version.fingerprint != fingerprint(job.cron.expression):
+        if version is None or version.fingerprint != fingerprint_of(job):
             return None
         return version.since
 

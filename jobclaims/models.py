@@ -18,7 +18,17 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import charsets, engine, events, leases, retries, slots, standby, states
+from jobclaims import (
+    charsets,
+    engine,
+    events,
+    leases,
+    retries,
+    schedule_names,
+    slots,
+    standby,
+    states,
+)
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, UnknownClaim
@@ -771,10 +781,13 @@ class JobPauseQuerySet(models.QuerySet["JobPause"]):
     def refusal(self, job: str, window: str) -> Refusal | None:
         """The refusal of a claim of ``job``'s ``window`` while ``job`` is
         paused, naming the newest pause in force; ``None`` if it is not.
+        A pause of a job holds for each of its schedules too
+        (``jobclaims.schedule_names``).
 
         One read through the (job, resumed_at) index.
         """
-        pause = self.in_force().filter(job=job).order_by("-paused_at", "-pk").first()
+        jobs = [job, *filter(None, [schedule_names.parent(job)])]
+        pause = self.in_force().filter(job__in=jobs).order_by("-paused_at", "-pk").first()
         if pause is None:
             return None
         note = states.PauseNote(pause.paused_by, pause.paused_at, pause.reason, pause.until)

@@ -22,10 +22,12 @@ from django.core.management import get_commands, load_command_class
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from jobclaims import schedule_names
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import UnknownJob
 from jobclaims.models import JobPause, JobRun, JobSkip
+from jobclaims.schedules import entries
 from jobclaims.states import Reason
 
 
@@ -117,15 +119,22 @@ def _recorded(job: str) -> bool:
 
 
 def _named_in_code() -> set[str]:
-    """The claim names of the jobs defined in code: ``JobCommand`` commands
-    and, when Celery is in use, the tasks based on ``ClaimedTask``."""
+    """The claim names of the jobs defined in code: ``JobCommand`` commands,
+    each schedule of one with several, and, when Celery is in use, the
+    tasks based on ``ClaimedTask``."""
     from jobclaims.commands import JobCommand
 
     names = set()
     for name, app in get_commands().items():
         command = app if isinstance(app, BaseCommand) else load_command_class(app, name)
         if isinstance(command, JobCommand):
-            names.add(command.job_name or name)
+            job = command.job_name or name
+            names.add(job)
+            names.update(
+                schedule_names.claim_name(job, each.given_name)
+                for each in entries(type(command))
+                if each.given_name
+            )
     return names | _claimed_tasks()
 
 

@@ -19,16 +19,24 @@ from jobclaims.models import ScheduleVersion
 from jobclaims.schedules import JobSchedule
 
 
-def fingerprint(expression: str) -> str:
-    """A digest of what decides a schedule's fire times: the expression and the zone."""
-    text = f"{expression.strip()}\n{settings.TIME_ZONE}"
+def fingerprint(expression: str, time_zone: str | None = None) -> str:
+    """A digest of what decides a schedule's fire times: the expression and
+    the zone (``time_zone``, else ``TIME_ZONE``: a schedule without a zone of
+    its own keeps the digest it had before schedules had zones)."""
+    text = f"{expression.strip()}\n{time_zone or settings.TIME_ZONE}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def fingerprint_of(job: JobSchedule) -> str:
+    """The digest of ``job``'s schedule. Each of a job's several schedules
+    has its own rows, under its own claim name."""
+    return fingerprint(job.cron.expression, job.cron.time_zone)
 
 
 def in_force_since(job: JobSchedule) -> datetime.datetime:
     """When ``job``'s schedule came into force, recording it now if it is new."""
     versions = ScheduleVersion.objects.filter(job=job.job)
-    mine = fingerprint(job.cron.expression)
+    mine = fingerprint_of(job)
     newest = versions.order_by("-since").values_list("fingerprint", "since").first()
     if newest is not None and newest[0] == mine:
         return newest[1]

@@ -85,30 +85,49 @@ def scheduled_commands() -> dict[str, JobCommand]:
     An empty schedule is one too, for ``JobSchedule.of()`` to refuse: a job
     must not go unscheduled for want of a cron expression.
     """
-    return {name: each for name, each in job_commands().items() if each.schedule is not None}
+    return {
+        name: each
+        for name, each in job_commands().items()
+        if each.schedule is not None or each.schedules
+    }
 
 
 def jobs_in_code() -> set[str]:
-    """The names every ``JobCommand`` of this code claims under, scheduled or not."""
-    return {command.job_name or name for name, command in job_commands().items()}
+    """The names every ``JobCommand`` of this code claims under, scheduled or
+    not: each schedule's of a job with several."""
+    names = {command.job_name or name for name, command in job_commands().items()}
+    jobs, _ = usable_jobs()
+    return names | {job.job for job in jobs}
 
 
 def scheduled_jobs() -> list[JobSchedule]:
-    """The schedule of every scheduled job.
+    """Each schedule of every scheduled job: one per schedule of a job with several.
 
     Raises ``ValueError`` naming the fix for a schedule that cannot be used.
     """
-    return [JobSchedule.of(command, name) for name, command in scheduled_commands().items()]
+    return [
+        job
+        for name, command in scheduled_commands().items()
+        for job in JobSchedule.each_of(command, name)
+    ]
+
+
+def schedules_of(command: str) -> list[JobSchedule]:
+    """Each schedule of the job whose management command is ``command``;
+    ``ValueError`` naming the fix if they cannot be used, none for a job
+    without a schedule."""
+    found = scheduled_commands().get(command)
+    return [] if found is None else JobSchedule.each_of(found, command)
 
 
 def usable_jobs() -> tuple[list[JobSchedule], dict[str, str]]:
-    """The schedule of every scheduled job that has a usable one, and by
-    command what is wrong with each other one, naming the fix: one job's
+    """Each schedule of every scheduled job that has usable ones, and by
+    command what is wrong with each other job, naming the fix: one job's
     mistake does not keep the others from running."""
     jobs, problems = [], {}
     for name, command in scheduled_commands().items():
         try:
-            jobs.append(JobSchedule.of(command, name))
+            jobs.extend(JobSchedule.each_of(command, name))
         except ValueError as error:
             problems[name] = str(error)
     return jobs, problems
@@ -160,6 +179,19 @@ class Child:
 
 
 @dataclass
+class Delayed:
+    """A fire this scheduler won whose start waits out the job's jitter."""
+
+    job: JobSchedule
+    fire: datetime.datetime
+    run: JobRun
+    #: How long after its claim it starts, in seconds: chosen at random.
+    delay: float
+    #: When (``time.monotonic()``) its process starts.
+    start_at: float
+
+
+@dataclass
 class Awaited:
     """A retry this scheduler scheduled, which it waits for under ``--once``."""
 
@@ -191,6 +223,8 @@ class Scheduler:
         self.verbosity = verbosity
         self.db = jobclaims_settings.claims_database(JobRun)
         self.children: dict[str, Child] = {}
+        #: Won fires whose start waits out the job's jitter, by job.
+        self.delayed: dict[str, Delayed] = {}
         #: The last fire this host tried per job: each fire is tried once.
         self.tried: dict[str, datetime.datetime] = {}
         #: Jobs with missed fires still to catch up (misfire = "all").
@@ -219,6 +253,7 @@ class Scheduler:
                     read_at = time.monotonic()
                     self.reap()
                     self.watch()
+                    self.start_delayed()
                     self.start_due(now)
                 except DatabaseError as error:
                     self.warn(
@@ -242,16 +277,19 @@ class Scheduler:
             while not self.stopping.is_set():
                 self.reap()
                 self.watch()
+                self.start_delayed()
                 now = database_now(self.db)
                 self.start_due(started)
                 # A retry due by now was claimed just now, here or elsewhere.
                 self.awaited = {job: each for job, each in self.awaited.items() if each.due > now}
-                if not self.children and not self.awaited:
+                if not self.children and not self.awaited and not self.delayed:
                     break
                 wait = POLL / 10
-                if not self.children:
+                if not self.children and self.awaited:
                     soonest = min(each.due for each in self.awaited.values())
                     wait = (soonest - now).total_seconds() + 0.002
+                if self.delayed:
+                    wait = min(wait, self._until_delayed())
                 self.stopping.wait(wait)
             self.shutdown()
 
@@ -265,9 +303,9 @@ class Scheduler:
         # Each host in its own order: most claims then find a fire free, or
         # already committed by another host, rather than meet its INSERT.
         for job in random.sample(self.jobs, len(self.jobs)):
-            if job.job in self.children or job.job in retried:
+            if job.job in self.children or job.job in self.delayed or job.job in retried:
                 continue  # Never a second copy of a job this host is running.
-            if len(self.children) + len(won) >= self.max_jobs:
+            if len(self.children) + len(self.delayed) + len(won) >= self.max_jobs:
                 break  # Left for a host with room, or for the next look.
             for fire, key in self._to_claim(job, now) or self._to_take_over(job, now):
                 self.tried[job.job] = fire
@@ -280,7 +318,36 @@ class Scheduler:
         # Every claim first, then the processes: starting one takes longer
         # than a claim, and the other fires' claims need not wait for it.
         for job, fire, run in won:
-            self._start(job, fire, run)
+            if job.jitter and job.job not in retried:
+                delay = random.uniform(0, job.jitter.total_seconds())
+                self.delayed[job.job] = Delayed(job, fire, run, delay, time.monotonic() + delay)
+            else:
+                self._start(job, fire, run)
+
+    def start_delayed(self) -> None:
+        """Start each won fire whose jitter is over, on a claim it still holds.
+
+        The claim was taken with its lease lengthened by the jitter, and is
+        renewed first: one that ended meanwhile (an operator cancelled or
+        expired it) starts nothing, for another holder may have it now.
+        """
+        now = time.monotonic()
+        for name, each in list(self.delayed.items()):
+            if each.start_at > now:
+                continue
+            del self.delayed[name]
+            if not each.run.renew(min(each.job.lease, START_LEASE)):
+                self.warn(
+                    f"Did not start {each.run}: its claim ended while its start waited "
+                    "out its jitter (an operator cancelled or expired it), so nothing ran"
+                )
+                continue
+            self._start(each.job, each.fire, each.run, each.delay)
+
+    def _until_delayed(self) -> float:
+        """Seconds until the soonest start that waits out its jitter."""
+        soonest = min(each.start_at for each in self.delayed.values())
+        return max(soonest - time.monotonic(), 0) + 0.002
 
     def reap(self) -> None:
         """Log each child that ended, and settle its fire if it did not succeed."""
@@ -301,7 +368,7 @@ class Scheduler:
                 note = ""
             say = self.warn if code else self.say
             say(
-                f"Ended {child.run.job} {child.run.window}: pid {child.process.pid} "
+                f"Ended {_fire(child.job, child.run)}: pid {child.process.pid} "
                 f"exited {code} after {took:.1f} s{note}"
             )
 
@@ -371,8 +438,13 @@ class Scheduler:
 
     def shutdown(self) -> None:
         """Give running jobs the grace to end, then pass the stop signal on,
-        and wait for them to end."""
+        and wait for them to end. A fire still waiting out its jitter is
+        handed off at once to the next scheduler that looks: it never started."""
         self.say_signalled()
+        for each in self.delayed.values():
+            if attempts.hand_off(each.run, "Its scheduler stopped before its jitter was over."):
+                self.say(f"Handed {each.run} off to the next scheduler: it had not started yet")
+        self.delayed.clear()
         if self.signum is not None:
             deadline = time.monotonic() + self.grace.total_seconds()
             while self.children and time.monotonic() < deadline:
@@ -432,8 +504,8 @@ class Scheduler:
         Every scheduler looks, so a fire handed off by a stopping host runs
         again at once, and a failed one when its backoff ends, on one host.
         """
-        busy = set(self.children) | {job.job for job, _, _ in won}
-        room = self.max_jobs - len(self.children) - len(won)
+        busy = set(self.children) | set(self.delayed) | {job.job for job, _, _ in won}
+        room = self.max_jobs - len(self.children) - len(self.delayed) - len(won)
         by_name = {job.job: job for job in self.jobs if job.job not in busy}
         if room < 1 or not by_name:
             return
@@ -533,7 +605,7 @@ class Scheduler:
         run = JobRun.objects.try_claim(
             job.job,
             key,
-            lease=min(job.lease, START_LEASE),
+            lease=min(job.lease, START_LEASE) + (job.jitter or datetime.timedelta()),
             allow_overlap=job.allow_overlap,
             schedule=job.recorded_schedule,
             details=False,
@@ -541,7 +613,9 @@ class Scheduler:
         )
         return None if isinstance(run, Refusal) else run
 
-    def _start(self, job: JobSchedule, fire: datetime.datetime, run: JobRun) -> None:
+    def _start(
+        self, job: JobSchedule, fire: datetime.datetime, run: JobRun, delay: float | None = None
+    ) -> None:
         """Start the job's process under ``run``, or record the claim failed."""
         late = (run.claimed_at - fire).total_seconds()
         try:
@@ -557,9 +631,12 @@ class Scheduler:
             self.say(f"Could not start {run}: {error}; its claim is recorded failed")
             return
         self.children[job.job] = Child(job, run, process)
+        waited = ""
+        if delay is not None:
+            waited = f", started {delay:.3f} s after its claim (jitter up to {job.jitter})"
         self.say(
-            f"Started {run.job} {run.window}: pid {process.pid}, attempt {run.attempt}, "
-            f"claimed {late:.3f} s after its fire time"
+            f"Started {_fire(job, run)}: pid {process.pid}, attempt {run.attempt}, "
+            f"claimed {late:.3f} s after its fire time{waited}"
         )
 
     def _sleep(self, now: datetime.datetime) -> float:
@@ -574,6 +651,8 @@ class Scheduler:
         # Due retries are looked for this often, so that a fire a stopping
         # host handed off runs again at once.
         wait = min(wait, WATCH if self.children else POLL)
+        if self.delayed:
+            wait = min(wait, self._until_delayed())
         # A little past the fire, so the database clock has reached it too.
         return max(wait, 0) + 0.002
 
@@ -610,3 +689,8 @@ class Scheduler:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+
+def _fire(job: JobSchedule, run: JobRun) -> str:
+    """A fire as the scheduler's messages show it: its job, key and zone."""
+    return f"{run.job} {run.window} ({job.time_zone})"

@@ -16,21 +16,31 @@ instant with one key.
 A job may also declare a ``window``; then its keys are that window's, as
 before the schedule was added, provided no window holds two fires (that
 would run the second fire never: ``problems()`` refuses it).
+
+``time_zone = "America/New_York"`` evaluates the expression in that zone
+instead, by the same daylight-saving rules, and keys each fire by its local
+time there, with its offset: still one key per instant. A job with several
+``schedules`` (``Schedule``) is one scheduled job per schedule, each with
+its own claim name (``jobclaims.schedule_names``) and arguments. ``jitter``
+delays each fire's start, after its claim, by a random moment within it
+(``jobclaims.scheduler``); the fire and its key stay the fire time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import itertools
 import re
-from collections.abc import Iterator
+import zoneinfo
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from cronsim import CronSim, CronSimError
 from django.utils import timezone
 
-from jobclaims import attempts, leases, timeouts, windows
+from jobclaims import attempts, leases, schedule_names, timeouts, windows
 from jobclaims.attempts import RetryPolicy
 from jobclaims.models import JobRun
 from jobclaims.windows import UTC
@@ -91,20 +101,53 @@ _ONE_VALUE_RANGE = re.compile(r"^(\w+)-(\w+)/\d+$")
 
 
 @dataclass(frozen=True)
+class Schedule:
+    """One of a job's ``schedules``: when it fires, and what the job is started with.
+
+    ``args`` are passed to the job's command at each fire, before the
+    scheduler's own options (``manage.py sync_regions --region eu``).
+    ``time_zone`` is the zone the expression is read in; None: the job's
+    ``time_zone``, else ``TIME_ZONE``. ``name`` names its claims
+    (``jobclaims.schedule_names``); None: the arguments, else the expression.
+    """
+
+    expression: str
+    args: Sequence[str] = ()
+    time_zone: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.args, (str, bytes)):
+            object.__setattr__(self, "args", tuple(self.args))
+
+    @property
+    def given_name(self) -> str:
+        """The name its claims are recorded under, in brackets after the job's."""
+        if self.name is not None:
+            return self.name
+        return " ".join(map(str, self.args)) or str(self.expression).strip()
+
+
+@dataclass(frozen=True)
 class CronSchedule:
     """A cron expression evaluated in the project's time zone.
 
     Five fields (minute to day of week), six with a leading seconds field,
     or one of Vixie cron's nicknames (``@daily``). Fields mean what they mean
     to Vixie cron, which cronsim follows but for one-value ranges with a step.
+    ``time_zone`` names the zone it is evaluated in instead.
     """
 
     expression: str
+    #: An IANA zone name ("America/New_York"); None: the project's ``TIME_ZONE``.
+    time_zone: str | None = None
 
     def __post_init__(self) -> None:
+        if self.time_zone is not None:
+            _zone(self.time_zone)
         _refuse_what_cron_would_not_run(self.expression)
         try:
-            CronSim(self._cronsim, _local(timezone.now()))
+            CronSim(self._cronsim, self.local(timezone.now()))
         except CronSimError as error:
             raise ValueError(
                 f"schedule {self.expression!r} is not a cron expression ({error}); "
@@ -121,7 +164,18 @@ class CronSchedule:
 
     def describe(self) -> str:
         """The schedule in words, like "At 02:05 every day"."""
-        return str(CronSim(self._cronsim, _local(timezone.now())).explain())
+        return str(CronSim(self._cronsim, self.local(timezone.now())).explain())
+
+    @property
+    def zone_name(self) -> str:
+        """The name of the zone its fires are wall times in."""
+        return self.time_zone or timezone.get_current_timezone_name()
+
+    def local(self, moment: datetime.datetime) -> datetime.datetime:
+        """``moment`` as cronsim needs it: in the schedule's zone, by way of UTC."""
+        if self.time_zone is None:
+            return windows._local(moment)
+        return moment.astimezone(UTC).astimezone(_zone(self.time_zone))
 
     # cronsim counts in whole seconds, and where a start has microseconds
     # its versions differ: 2.7 (the last for Python 3.10) drops them going
@@ -134,7 +188,7 @@ class CronSchedule:
     def fires_after(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times after ``moment``, soonest first, in UTC."""
         moment = moment.astimezone(UTC)
-        start = _local(moment.replace(microsecond=0) - SECOND)
+        start = self.local(moment.replace(microsecond=0) - SECOND)
         for fire in CronSim(self._cronsim, start):
             if fire > moment:
                 yield fire.astimezone(UTC)
@@ -142,7 +196,7 @@ class CronSchedule:
     def fires_before(self, moment: datetime.datetime) -> Iterator[datetime.datetime]:
         """Fire times at or before ``moment``, latest first, in UTC."""
         moment = moment.astimezone(UTC)
-        start = _local(moment.replace(microsecond=0) + SECOND)
+        start = self.local(moment.replace(microsecond=0) + SECOND)
         for fire in CronSim(self._cronsim, start, reverse=True):
             if fire <= moment:
                 yield fire.astimezone(UTC)
@@ -159,7 +213,7 @@ class CronSchedule:
 
     def key(self, fire: datetime.datetime) -> str:
         """The key of the window ``fire`` opens: its local time, with its offset."""
-        return windows.canonical(windows._local(fire))
+        return windows.canonical(self.local(fire))
 
     @property
     def at_set_local_times(self) -> bool:
@@ -203,12 +257,13 @@ class CronSchedule:
         A date and time names the latest fire at or before it; a date alone,
         the day's first fire.
         """
-        moment = windows._moment(text)
+        zone = None if self.time_zone is None else _zone(self.time_zone)
+        moment = windows._moment(text, zone)
         if "T" in text:
             fire = self.latest_fire(moment)
         else:
             fire = next(self.fires_after(moment - MICROSECOND), None)
-            if fire is not None and _local(fire).date() != _local(moment).date():
+            if fire is not None and self.local(fire).date() != self.local(moment).date():
                 fire = None
         if fire is None:
             raise ValueError(f"{text!r} names no fire time of {self.expression!r}")
@@ -222,6 +277,9 @@ class ScheduledCommand(Protocol):
     window: windows.WindowSpec
     allow_overlap: bool
     schedule: str | None
+    schedules: Sequence[Schedule]
+    time_zone: str | None
+    jitter: datetime.timedelta | None
     misfire: str
     misfire_deadline: datetime.timedelta | None
     retries: int
@@ -237,9 +295,30 @@ class ScheduledCommand(Protocol):
     def _lease(self, given: datetime.timedelta | None) -> datetime.timedelta: ...
 
 
+def entries(command_class: type[ScheduledCommand]) -> list[Schedule]:
+    """The job's schedules, each with the zone it is read in: its
+    ``schedules``, or its one ``schedule`` under the job's own name ("").
+
+    What is no ``Schedule`` in the list is left out: ``problems()`` names it."""
+    zone = command_class.time_zone
+    if command_class.schedules:
+        return [
+            dataclasses.replace(each, time_zone=each.time_zone or zone)
+            for each in command_class.schedules
+            if isinstance(each, Schedule)
+        ]
+    if command_class.schedule is None:
+        return []
+    return [Schedule(command_class.schedule, time_zone=zone, name="")]
+
+
 @dataclass(frozen=True)
 class JobSchedule:
-    """A scheduled job as the scheduler and the operators' views see it."""
+    """One schedule of a scheduled job, as the scheduler and the operators' views see it.
+
+    A job with several ``schedules`` has one per schedule, each with its own
+    claim name ``job`` (``jobclaims.schedule_names``).
+    """
 
     #: The management command that runs the job.
     command: str
@@ -259,30 +338,65 @@ class JobSchedule:
     timeout: datetime.timedelta | None = None
     #: Between the SIGTERM of a stop (timeout, cancel) and its SIGKILL.
     timeout_grace: datetime.timedelta = timeouts.DEFAULT_GRACE
+    #: The schedule's name among the job's ``schedules``; "": the job's one ``schedule``.
+    name: str = ""
+    #: What the job's command is started with at each fire.
+    args: tuple[str, ...] = ()
+    #: Each fire starts this long after its claim at most, at random; None: at once.
+    jitter: datetime.timedelta | None = None
+
+    @classmethod
+    def each_of(cls, command: ScheduledCommand, name: str) -> list[JobSchedule]:
+        """Each schedule of the ``JobCommand`` ``command``, known as ``name``.
+
+        Raises ``ValueError`` naming the fix when the job's schedules,
+        window or misfire policy cannot be used (see ``problems()``).
+        """
+        if found := problems(type(command)):
+            raise ValueError(found[0])
+        job = command.job_name or name
+        return [
+            cls(
+                command=name,
+                job=schedule_names.claim_name(job, entry.given_name) if entry.given_name else job,
+                cron=CronSchedule(entry.expression, entry.time_zone),
+                window=windows.resolve(command.window) if command.declares_window() else None,
+                lease=command._lease(None),
+                allow_overlap=command.allow_overlap,
+                misfire=command.misfire,
+                misfire_deadline=command.misfire_deadline,
+                retry=RetryPolicy(
+                    command.retries, command.retry_backoff, command.retry_backoff_max
+                ),
+                timeout=command.timeout,
+                timeout_grace=command.timeout_grace,
+                name=entry.given_name,
+                args=tuple(entry.args),
+                jitter=command.jitter,
+            )
+            for entry in entries(type(command))
+        ]
 
     @classmethod
     def of(cls, command: ScheduledCommand, name: str) -> JobSchedule:
-        """The schedule of the ``JobCommand`` ``command``, known as ``name``.
+        """The first schedule of the ``JobCommand`` ``command``, known as ``name``:
+        its only one, for a job with a ``schedule``."""
+        assert command.schedule is not None or command.schedules, "a job without a schedule"
+        return cls.each_of(command, name)[0]
 
-        Raises ``ValueError`` naming the fix when the job's schedule,
-        window or misfire policy cannot be used (see ``problems()``).
-        """
-        assert command.schedule is not None, "only a JobCommand with a schedule has one"
-        if found := problems(type(command)):
-            raise ValueError(found[0])
-        return cls(
-            command=name,
-            job=command.job_name or name,
-            cron=CronSchedule(command.schedule),
-            window=windows.resolve(command.window) if command.declares_window() else None,
-            lease=command._lease(None),
-            allow_overlap=command.allow_overlap,
-            misfire=command.misfire,
-            misfire_deadline=command.misfire_deadline,
-            retry=RetryPolicy(command.retries, command.retry_backoff, command.retry_backoff_max),
-            timeout=command.timeout,
-            timeout_grace=command.timeout_grace,
-        )
+    @property
+    def label(self) -> str:
+        """How the views name it: the command, and the schedule's name if it has one."""
+        return f"{self.command}[{self.name}]" if self.name else self.command
+
+    @property
+    def time_zone(self) -> str:
+        """The name of the zone its fires are wall times in."""
+        return self.cron.zone_name
+
+    def next_fires(self, now: datetime.datetime, count: int = 5) -> list[datetime.datetime]:
+        """Its next ``count`` fire times after ``now``, soonest first, in UTC."""
+        return list(itertools.islice(self.cron.fires_after(now), count))
 
     @property
     def recorded_schedule(self) -> str:
@@ -389,17 +503,20 @@ def overview(
 
 
 def problems(command_class: type[ScheduledCommand]) -> list[str]:
-    """What keeps the job's schedule from being used, as sentences naming the fix."""
+    """What keeps the job's schedules from being used, as sentences naming the fix."""
     name = command_class.__module__.rpartition(".")[2]
-    expression = command_class.schedule
-    if expression is None:
+    if command_class.schedule is None and not command_class.schedules:
         return []
-    if not isinstance(expression, str):
-        return [f"{name}: schedule must be a cron expression string, not {expression!r}"]
-    try:
-        cron = CronSchedule(expression)
-    except ValueError as error:
-        return [f"{name}: {error}"]
+    if shape := _shape_problems(command_class):
+        return [f"{name}: {problem}" for problem in shape]
+    crons = []
+    for entry in entries(command_class):
+        if not isinstance(entry.expression, str):
+            return [f"{name}: schedule must be a cron expression string, not {entry.expression!r}"]
+        try:
+            crons.append(CronSchedule(entry.expression, entry.time_zone))
+        except ValueError as error:
+            return [f"{name}: {error}"]
     found = []
     if command_class.misfire not in Misfire.choices:
         found.append(
@@ -417,22 +534,107 @@ def problems(command_class: type[ScheduledCommand]) -> list[str]:
         command_class.retry_backoff_max,
     )
     found += timeouts.problems(name, command_class.timeout, command_class.timeout_grace)
+    found.extend(f"{name}: {problem}" for problem in _jitter_problems(command_class.jitter, crons))
     if command_class.declares_window():
         try:
             window = windows.resolve(command_class.window)
         except ValueError as error:
             return [*found, f"{name}: {error}"]
-        if isinstance(window, windows.FixedWindow):
-            found.extend(_gap_shorter_than(name, cron, window))
-        elif shared := _two_fires_in_one_window(cron, window):
-            first, second = shared
+        for cron in crons:
+            found.extend(_window_problems(name, cron, window))
+    return found
+
+
+def _window_problems(
+    name: str, cron: CronSchedule, window: windows.CalendarWindow | windows.FixedWindow
+) -> list[str]:
+    """Why the job's declared window cannot key the fires of ``cron``, if it cannot."""
+    if isinstance(window, windows.FixedWindow):
+        return _gap_shorter_than(name, cron, window)
+    if cron.time_zone not in (None, timezone.get_current_timezone_name()):
+        return [
+            f"{name}: time_zone {cron.time_zone!r} and window {window.name!r} disagree: a "
+            f"calendar window follows TIME_ZONE ({timezone.get_current_timezone_name()}); "
+            "remove the window (each fire time is then its own window, in the schedule's "
+            "zone) or make it a datetime.timedelta"
+        ]
+    if shared := _two_fires_in_one_window(cron, window):
+        first, second = shared
+        return [
+            f"{name}: schedule {cron.expression!r} contradicts window "
+            f"{window.name!r}: the fires at {_show(cron, first)} and {_show(cron, second)} "
+            "fall in one window, so the second would never run; remove the window "
+            "(each fire time is then its own window) or make it shorter"
+        ]
+    return []
+
+
+#: The longest claim name the ``job`` column holds.
+_LONGEST_JOB_NAME = 200
+
+
+def _shape_problems(command_class: type[ScheduledCommand]) -> list[str]:
+    """What is wrong with the shape of the job's ``schedules``: each a
+    ``Schedule`` with arguments that are strings, and a name of its own."""
+    listed = command_class.schedules
+    if not listed:
+        return []
+    if command_class.schedule is not None:
+        return [
+            "set schedule or schedules, not both; put the one schedule in the list "
+            "(Schedule(...)) or remove the list"
+        ]
+    if isinstance(listed, str) or not all(isinstance(each, Schedule) for each in listed):
+        return [
+            f"schedules must be a list of jobclaims.commands.Schedule, not {listed!r}; write "
+            "schedules = [Schedule('0 * * * *', args=['--region', 'eu']), ...]"
+        ]
+    found = []
+    for each in listed:
+        if isinstance(each.args, str) or not all(isinstance(arg, str) for arg in each.args):
             found.append(
-                f"{name}: schedule {expression!r} contradicts window "
-                f"{command_class.window!r}: the fires at {_show(first)} and {_show(second)} "
-                "fall in one window, so the second would never run; remove the window "
-                "(each fire time is then its own window) or make it shorter"
+                f"the args of schedule {each.expression!r} must be a list of strings, "
+                f"like ['--region', 'eu'], not {each.args!r}"
+            )
+        elif not each.given_name.strip():
+            found.append(
+                f"schedule {each.expression!r} has an empty name; give it a name, or "
+                "leave name out to name it by its arguments"
+            )
+    names = [each.given_name for each in listed]
+    for twice in sorted({given for given in names if names.count(given) > 1}):
+        found.append(
+            f"two of its schedules are named {twice!r}, so they would share their claims; "
+            "give each its own name=, or its own args"
+        )
+    job = command_class.job_name or command_class.__module__.rpartition(".")[2]
+    for given in dict.fromkeys(names):
+        claimed = schedule_names.claim_name(job, given)
+        if len(claimed) > _LONGEST_JOB_NAME:
+            found.append(
+                f"the claim name {claimed[:40]!r}… of a schedule is longer than the "
+                f"{_LONGEST_JOB_NAME} characters a job name holds; give it a shorter name="
             )
     return found
+
+
+def _jitter_problems(jitter: datetime.timedelta | None, crons: list[CronSchedule]) -> list[str]:
+    """What is wrong with the job's ``jitter``: it must be positive, and
+    shorter than any gap between two fires, or a fire could start after
+    the next one."""
+    if jitter is None:
+        return []
+    if not isinstance(jitter, datetime.timedelta) or jitter <= datetime.timedelta():
+        return [f"jitter must be a positive timedelta or None, not {jitter!r}"]
+    for cron in crons:
+        first, second = cron.shortest_gap()
+        if jitter >= second - first:
+            return [
+                f"jitter {jitter} is not shorter than the {second - first} between two "
+                f"fires of {cron.expression!r}, so a fire could start after the next one; "
+                "make it shorter"
+            ]
+    return []
 
 
 def _deadline_problems(command_class: type[ScheduledCommand]) -> list[str]:
@@ -537,11 +739,11 @@ def _gap_shorter_than(name: str, cron: CronSchedule, window: windows.FixedWindow
     change. Other expressions skip such fires, and their gaps stay.
     """
     first, second = cron.shortest_gap()
-    shift = _zone_shift() if cron.at_set_local_times else datetime.timedelta()
+    shift = _zone_shift(cron) if cron.at_set_local_times else datetime.timedelta()
     longest = second - first - shift
     if window.size <= longest:
         return []
-    zone = timezone.get_current_timezone_name()
+    zone = cron.zone_name
     less = f", less the {shift} a change of UTC offset in {zone} can take," if shift else ""
     return [
         f"{name}: schedule {cron.expression!r} contradicts window {window.size!r}: fires "
@@ -581,11 +783,11 @@ def _closest_days(walk: CronSim) -> tuple[datetime.date, datetime.date]:
     return closest
 
 
-def _zone_shift() -> datetime.timedelta:
+def _zone_shift(cron: CronSchedule) -> datetime.timedelta:
     """How much nearer two fires can come than their wall times say: the
-    largest change of UTC offset ``TIME_ZONE`` makes (an hour for most zones
-    with daylight saving, none for UTC)."""
-    zone = timezone.get_current_timezone()
+    largest change of UTC offset the schedule's zone makes (an hour for most
+    zones with daylight saving, none for UTC)."""
+    zone = timezone.get_current_timezone() if cron.time_zone is None else _zone(cron.time_zone)
     start = timezone.now()
     offsets = {
         (start + offset * datetime.timedelta(days=7)).astimezone(zone).utcoffset()
@@ -595,26 +797,33 @@ def _zone_shift() -> datetime.timedelta:
     return max(known) - min(known)
 
 
-def _show(moment: datetime.datetime) -> str:
-    return f"{windows._local(moment):%Y-%m-%d %H:%M:%S %Z}"
+def _show(cron: CronSchedule, moment: datetime.datetime) -> str:
+    return f"{cron.local(moment):%Y-%m-%d %H:%M:%S %Z}"
 
 
-def _local(moment: datetime.datetime) -> datetime.datetime:
-    """``moment`` as cronsim needs it: in the project's zone, by way of UTC."""
-    return windows._local(moment)
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    """The zone ``name`` names, or ``ValueError`` naming the fix."""
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise ValueError(
+            f"time_zone {name!r} is not a time zone of the tz database; give an IANA "
+            "name like 'America/New_York' or 'Europe/Paris' (zoneinfo.available_timezones() "
+            "lists them; install the tzdata package where the system has none), "
+            "or None for TIME_ZONE"
+        ) from None
 
 
 def describe(view: JobOverview) -> str:
     """A job's overview as a few lines of text, for ``--list`` and ``jobclaims_status``."""
     job = view.schedule
     lines = [
-        f"{job.command}: {job.cron.expression} ({job.cron.describe()}, "
-        f"{timezone.get_current_timezone_name()}); "
-        f"misfire: {job.misfire}"
+        f"{job.label}: {job.cron.expression} ({job.cron.describe()}, {job.time_zone}); "
+        f"misfire: {job.misfire}" + (f"; jitter: up to {job.jitter}" if job.jitter else "")
     ]
-    upcoming = ", ".join(
-        f"{timezone.localtime(fire):%Y-%m-%d %H:%M:%S %Z}" for fire in view.next_fires
-    )
+    if job.args:
+        lines.append(f"  args: {' '.join(job.args)}")
+    upcoming = ", ".join(f"{job.cron.local(fire):%Y-%m-%d %H:%M:%S %Z}" for fire in view.next_fires)
     lines.append(f"  next: {upcoming or 'never'}")
     if view.last_run is None:
         lines.append("  last run: none yet")
@@ -638,9 +847,12 @@ def as_document(view: JobOverview) -> dict[str, object]:
         "job": job.job,
         "command": job.command,
         "schedule": job.cron.expression,
+        "schedule_name": job.name or None,
+        "args": list(job.args),
         "in_words": job.cron.describe(),
-        "time_zone": timezone.get_current_timezone_name(),
+        "time_zone": job.time_zone,
         "misfire": job.misfire,
+        "jitter_seconds": job.jitter.total_seconds() if job.jitter else None,
         "next_fires": [fire.isoformat() for fire in view.next_fires],
         "last_run": None
         if run is None

@@ -29,8 +29,13 @@ FORGOTTEN_AFTER = datetime.timedelta(hours=1)
 
 
 def schedules_run(jobs: Iterable[JobSchedule]) -> dict[str, str]:
-    """What each job's schedule is, by job name, as the seen row records it."""
-    return {job.job: job.cron.expression for job in sorted(jobs, key=lambda job: job.job)}
+    """What each schedule is, by claim name (each of a job's several is its
+    own), as the seen row records it: the expression, and its zone if it has
+    one of its own, so that hosts that read one expression in two zones disagree."""
+    return {
+        job.job: job.cron.expression + (f" ({job.cron.time_zone})" if job.cron.time_zone else "")
+        for job in sorted(jobs, key=lambda job: job.job)
+    }
 
 
 def fingerprint(schedules: dict[str, str]) -> str:

@@ -188,13 +188,12 @@ def schedules_in_force_since(ago: datetime.timedelta) -> None:
     # Imported here: pytest loads this module before Django's apps are ready.
     from jobclaims.clock import database_now
     from jobclaims.models import ScheduleVersion
-    from jobclaims.schedule_versions import fingerprint
+    from jobclaims.schedule_versions import fingerprint_of
     from jobclaims.scheduler import scheduled_jobs
 
     for job in scheduled_jobs():
-        expression = job.cron.expression
         ScheduleVersion.objects.get_or_create(
-            job=job.job, fingerprint=fingerprint(expression), defaults={"schedule": expression}
+            job=job.job, fingerprint=fingerprint_of(job), defaults={"schedule": job.cron.expression}
         )
     ScheduleVersion.objects.update(since=database_now() - ago)
 

@@ -202,15 +202,18 @@ def _distinct_keys(
     return list(keys)
 
 
-def _moment(text: str) -> datetime.datetime:
+def _moment(text: str, zone: datetime.tzinfo | None = None) -> datetime.datetime:
     """An ISO 8601 date or date-time, read the same on every Python version
-    (3.10's ``fromisoformat`` refuses ``Z`` and short fractions of seconds)."""
+    (3.10's ``fromisoformat`` refuses ``Z`` and short fractions of seconds).
+
+    One without an offset is a wall time in ``zone``, by default the
+    project's, read by the rule above."""
     moment = parse_datetime(text)
     if moment is None and (day := parse_date(text)) is not None:
         moment = datetime.datetime.combine(day, datetime.time())
     if moment is None:
         raise ValueError(f"{text!r} is not an ISO 8601 date or date-time")
-    return _aware(moment)
+    return _aware(moment, zone)
 
 
 def _local(moment: datetime.datetime) -> datetime.datetime:
@@ -223,7 +226,7 @@ def _local(moment: datetime.datetime) -> datetime.datetime:
     return timezone.localtime(moment.astimezone(UTC))
 
 
-def _aware(moment: datetime.datetime) -> datetime.datetime:
+def _aware(moment: datetime.datetime, zone: datetime.tzinfo | None = None) -> datetime.datetime:
     if timezone.is_naive(moment):
-        return timezone.make_aware(moment)
+        return timezone.make_aware(moment, zone)
     return moment
