@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -352,3 +353,111 @@ def test_once_with_the_database_down_says_so_in_one_line_and_fails(vendor):
     (line,) = done.stderr.splitlines()
     assert line.startswith("CommandError: The database did not answer (")
     assert line.endswith("so nothing was started; the next --once tries again")
+
+
+# Several schedules per job, a time zone per schedule, and jitter.
+
+#: How many rounds of three ``--once`` schedulers the fleet tests run.
+ROUNDS = 3
+
+
+def once_rounds(job: str, gap: float, rounds: int = ROUNDS) -> list[testing.InstanceResult]:
+    """``rounds`` rounds of three ``--once`` schedulers of ``job`` released
+    together, as three hosts' crontabs start them, ``gap`` seconds apart."""
+    results = []
+    for _ in range(rounds):
+        started = time.monotonic()
+        results += testing.race("jobclaims_scheduler", "--once", "--job", job, instances=3)
+        time.sleep(max(gap - (time.monotonic() - started), 0))
+    assert [result.returncode for result in results] == [0] * len(results), results
+    return results
+
+
+@pytest.mark.xdist_group("fleets")
+def test_two_regions_of_one_job_run_side_by_side_each_once_per_fire():
+    results = once_rounds("sync_regions", gap=3)
+    runs = list(JobRun.objects.filter(job__startswith="sync_regions["))
+    by_region = {
+        region: {run.window: run for run in runs if run.job == f"sync_regions[--region {region}]"}
+        for region in ("eu", "us")
+    }
+    # Each region's fires are keyed in its own zone: eu's in TIME_ZONE, us's in New York.
+    assert all(key.endswith("+00:00") for key in by_region["eu"])
+    assert all(key.endswith("-05:00") for key in by_region["us"])
+    fires = {region: {at(key) for key in keys} for region, keys in by_region.items()}
+    assert fires["eu"] == fires["us"]
+    assert len(fires["eu"]) >= ROUNDS - 1
+    # Each fire of each region ran once, with its region's arguments, and succeeded.
+    charges = Counter(Charge.objects.values_list("job", "window"))
+    expected = {(region, key): 1 for region, keys in by_region.items() for key in keys}
+    assert charges == expected
+    assert {run.status for run in runs} == {JobRun.Status.SUCCEEDED}
+    # Side by side: the regions' runs of each fire overlapped in time.
+    for fire in fires["eu"]:
+        eu, us = (
+            next(run for key, run in by_region[region].items() if at(key) == fire)
+            for region in ("eu", "us")
+        )
+        assert eu.claimed_at < us.finished_at, fire
+        assert us.claimed_at < eu.finished_at, fire
+    # The scheduler says which zone a fire is in.
+    said = "".join(result.stdout for result in results)
+    assert re.search(r"Started sync_regions\[--region us\] \S+-05:00 \(America/New_York\)", said)
+
+
+@pytest.mark.xdist_group("fleets")
+def test_jitter_spreads_the_starts_of_a_fire_and_keeps_one_run_each():
+    results = once_rounds("spread_calls", gap=10, rounds=2)
+    charges = list(Charge.objects.values_list("job", "window", "step"))
+    windows = {window for _, window, _ in charges}
+    assert len(windows) >= 1
+    # One run per call and fire, though three hosts looked at each.
+    assert Counter((call, window) for call, window, _ in charges) == {
+        (str(call), window): 1 for call in range(8) for window in windows
+    }
+    # Each started within the jitter of its claim, and not all at once.
+    for window in windows:
+        lates = sorted(step / 1000 for _, each, step in charges if each == window)
+        assert lates[-1] < 8 + 5, lates  # The jitter, and a process's start.
+        assert lates[-1] - lates[0] > 2, lates
+    said = "".join(result.stdout for result in results)
+    assert "s after its claim (jitter up to 0:00:08)" in said
+
+
+def test_a_schedule_in_new_york_claims_the_fire_its_spring_forward_night_moves():
+    results = testing.race("ny_open", "--window", "2026-03-08", instances=3)
+    testing.assert_ran_once(results)
+    (run,) = JobRun.objects.filter(job="ny_open")
+    # 02:30 does not exist that night in New York: the fire is at 03:00 there.
+    assert run.window == "2026-03-08T03:00-04:00"
+    assert run.slot_start == at("2026-03-08T07:00+00:00")
+    testing.assert_ran_once(testing.race("ny_open", "--window", "2026-11-01", instances=3))
+    assert JobRun.objects.get(job="ny_open", slot_start=at("2026-11-01T07:30+00:00")).window == (
+        "2026-11-01T02:30-05:00"
+    )
+    # The same fire named in UTC is the same claim: it is not run again.
+    again = testing.race("ny_open", "--window", "2026-03-08T07:00+00:00")
+    assert [result.outcome for result in again] == ["skipped", "skipped"]
+
+
+def at(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text)
+
+
+def test_a_fire_cancelled_while_it_waits_out_its_jitter_never_starts():
+    job = next(job for job in scheduled_jobs() if job.job == "spread_calls[--call 0]")
+    said: list[str] = []
+    scheduler = Scheduler([job], max_jobs=1, say=said.append)
+    now = database_now()
+    scheduler.start_due(now)
+    waiting = scheduler.delayed[job.job]
+    assert scheduler.children == {}
+    # Its claim lasts the start's lease and the jitter: the wait cannot outlast it.
+    assert waiting.run.expires_at - waiting.run.claimed_at >= job.jitter
+    JobRun.objects.filter(pk=waiting.run.pk).cancel("ops")
+    waiting.start_at = 0.0
+    scheduler.start_delayed()
+    assert scheduler.children == {}
+    assert scheduler.delayed == {}
+    assert any("Did not start" in line and "while its start waited" in line for line in said)
+    assert not Charge.objects.exists()

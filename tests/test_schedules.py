@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from jobclaims import checks, scheduler
 from jobclaims.clock import database_now
-from jobclaims.commands import JobCommand
+from jobclaims.commands import JobCommand, Schedule
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.schedules import ON_TIME, CronSchedule, JobSchedule, Misfire, problems
 from tests import vixie
@@ -446,3 +446,102 @@ def test_the_schedulers_grace_is_a_number_of_seconds_from_0_to_under_a_day(grace
     message = "not a number of seconds" if grace == "soon" else "0 seconds or more and under a day"
     with pytest.raises(CommandError, match=message):
         call_command("jobclaims_scheduler", "--grace", grace)
+
+
+# A time zone per schedule, several schedules per job, and jitter.
+
+#: Expressions whose fires daylight-saving changes move, skip or repeat.
+_ACROSS_CHANGES = ["30 2 * * *", "30 1 * * *", "0 2 * * *", "30 * * * *", "*/20 1-3 * * *"]
+
+
+@pytest.mark.parametrize("expression", _ACROSS_CHANGES)
+@pytest.mark.parametrize(
+    ("start", "end"), [("2026-03-07", "2026-03-10"), ("2026-10-31", "2026-11-03")]
+)
+def test_a_schedule_in_its_own_zone_keys_fires_as_that_zone_as_time_zone_would(
+    expression, start, end
+):
+    span = at(f"{start}T00:00+00:00"), at(f"{end}T00:00+00:00")
+    with override_settings(TIME_ZONE="America/New_York"):
+        project = schedule_of(schedule=expression)
+        expected = [key for _, key in project.expected_fires(*span)]
+    with override_settings(TIME_ZONE="Asia/Tokyo"):
+        own = schedule_of(schedule=expression, time_zone="America/New_York")
+        keys = [key for _, key in own.expected_fires(*span)]
+        assert own.time_zone == "America/New_York"
+    assert keys == expected
+    # One key per instant, and each key names its instant.
+    assert len({at(key) for key in keys}) == len(keys)
+
+
+@override_settings(TIME_ZONE="UTC")
+def test_a_schedule_in_new_york_runs_once_on_both_nights_its_clocks_change():
+    daily = schedule_of(schedule="30 2 * * *", time_zone="America/New_York")
+    spring = daily.expected_fires(at("2026-03-07T12:00+00:00"), at("2026-03-09T12:00+00:00"))
+    # 02:30 does not exist on March 8 in New York: the fire is at 03:00 there.
+    assert [key for _, key in spring] == ["2026-03-08T03:00-04:00", "2026-03-09T02:30-04:00"]
+    repeated = schedule_of(schedule="30 1 * * *", time_zone="America/New_York")
+    fall = repeated.expected_fires(at("2026-10-31T12:00+00:00"), at("2026-11-02T12:00+00:00"))
+    assert [key for _, key in fall] == ["2026-11-01T01:30-04:00", "2026-11-02T01:30-05:00"]
+    # An operator's --window is a wall time in the schedule's zone.
+    assert daily.key_for("2026-03-08") == "2026-03-08T03:00-04:00"
+    assert repeated.key_for("2026-11-01T01:45") == "2026-11-01T01:30-04:00"
+
+
+def test_a_time_zone_the_tz_database_does_not_know_is_refused_naming_the_fix():
+    (problem,) = problems(job_class(schedule="0 2 * * *", time_zone="America/New_Yrok"))
+    assert problem.startswith("nightly: time_zone 'America/New_Yrok' is not a time zone")
+    assert "like 'America/New_York'" in problem
+    listed = job_class(schedules=[Schedule("0 2 * * *", time_zone="Mars/Olympus")])
+    (problem,) = problems(listed)
+    assert "time_zone 'Mars/Olympus'" in problem
+
+
+def test_a_time_zone_with_a_calendar_window_of_the_project_zone_is_refused():
+    (problem,) = problems(
+        job_class(schedule="0 2 * * *", time_zone="America/New_York", window="daily")
+    )
+    assert "time_zone 'America/New_York' and window 'daily' disagree" in problem
+
+
+def test_each_schedule_claims_under_its_own_name_whatever_its_place_in_the_list():
+    eu = Schedule("0 * * * *", args=["--region", "eu"])
+    us = Schedule("30 * * * *", args=["--region", "us"], time_zone="America/New_York")
+    named = Schedule("15 * * * *", name="weekly report")
+    first = JobSchedule.each_of(job_class(schedules=[eu, us, named])(), "nightly")
+    again = JobSchedule.each_of(job_class(schedules=[named, us, eu])(), "nightly")
+    assert (
+        sorted(job.job for job in first)
+        == sorted(job.job for job in again)
+        == [
+            "nightly[--region eu]",
+            "nightly[--region us]",
+            "nightly[weekly report]",
+        ]
+    )
+    by_name = {job.job: job for job in first}
+    assert by_name["nightly[--region us]"].args == ("--region", "us")
+    assert by_name["nightly[--region us]"].time_zone == "America/New_York"
+    # A job with one schedule keeps its own name, and its keys.
+    single = schedule_of(schedule="0 * * * *")
+    assert (single.job, single.name) == ("nightly", "")
+
+
+def test_schedules_that_would_share_their_claims_are_refused_naming_the_fix():
+    twice = job_class(schedules=[Schedule("0 9 * * 1-5"), Schedule("0 9 * * 1-5")])
+    assert problems(twice) == [
+        "nightly: two of its schedules are named '0 9 * * 1-5', so they would share "
+        "their claims; give each its own name=, or its own args"
+    ]
+    both = job_class(schedule="0 * * * *", schedules=[Schedule("0 * * * *")])
+    assert "set schedule or schedules, not both" in problems(both)[0]
+    strings = job_class(schedules=["0 * * * *"])
+    assert "schedules must be a list of jobclaims.commands.Schedule" in problems(strings)[0]
+
+
+def test_jitter_as_long_as_the_gap_between_two_fires_is_refused():
+    assert problems(job_class(schedule="*/5 * * * *", jitter=datetime.timedelta(minutes=4))) == []
+    (problem,) = problems(job_class(schedule="*/5 * * * *", jitter=datetime.timedelta(minutes=5)))
+    assert "jitter 0:05:00 is not shorter than the 0:05:00 between two fires" in problem
+    (problem,) = problems(job_class(schedule="0 * * * *", jitter=datetime.timedelta()))
+    assert "jitter must be a positive timedelta" in problem

@@ -63,7 +63,10 @@ class Command(BaseCommand):
             action="append",
             dest="jobs",
             metavar="COMMAND",
-            help="Schedule only this job (repeat for more); default: every scheduled job.",
+            help=(
+                "Schedule only this job (repeat for more), each of its schedules, or one "
+                "schedule by its claim name (job[name]); default: every scheduled job."
+            ),
         )
         parser.add_argument(
             "--max-jobs",
@@ -124,7 +127,7 @@ class Command(BaseCommand):
                     "the next --once tries again"
                 ) from error
         else:
-            names = ", ".join(job.command for job in jobs)
+            names = ", ".join(job.label for job in jobs)
             self._say(f"Scheduling {names}, at most {options['max_jobs']} at once")
             scheduler.run_forever()
 
@@ -141,9 +144,10 @@ class Command(BaseCommand):
 
 
 def _chosen(jobs: list[JobSchedule], names: list[str]) -> list[JobSchedule]:
-    by_name = {job.command: job for job in jobs}
+    """The schedules ``names`` name: each of a command's, or one by its claim name."""
     for name in names:
-        if name not in by_name:
-            known = ", ".join(by_name) or "none"
+        if not any(name in (job.command, job.job) for job in jobs):
+            known = ", ".join(dict.fromkeys(job.command for job in jobs)) or "none"
             raise CommandError(f"{name!r} is not a scheduled job; the scheduled jobs are: {known}")
-    return [by_name[name] for name in dict.fromkeys(names)]
+    chosen = {job.job: job for name in names for job in jobs if name in (job.command, job.job)}
+    return list(chosen.values())
