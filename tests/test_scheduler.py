@@ -398,6 +398,8 @@ def test_two_regions_of_one_job_run_side_by_side_each_once_per_fire():
             next(run for key, run in by_region[region].items() if at(key) == fire)
             for region in ("eu", "us")
         )
+        assert eu.finished_at is not None
+        assert us.finished_at is not None
         assert eu.claimed_at < us.finished_at, fire
         assert us.claimed_at < eu.finished_at, fire
     # The scheduler says which zone a fire is in.
@@ -407,7 +409,7 @@ def test_two_regions_of_one_job_run_side_by_side_each_once_per_fire():
 
 @pytest.mark.xdist_group("fleets")
 def test_jitter_spreads_the_starts_of_a_fire_and_keeps_one_run_each():
-    results = once_rounds("spread_calls", gap=10, rounds=2)
+    results = once_rounds("spread_calls", gap=20, rounds=2)
     charges = list(Charge.objects.values_list("job", "window", "step"))
     windows = {window for _, window, _ in charges}
     assert len(windows) >= 1
@@ -418,10 +420,13 @@ def test_jitter_spreads_the_starts_of_a_fire_and_keeps_one_run_each():
     # Each started within the jitter of its claim, and not all at once.
     for window in windows:
         lates = sorted(step / 1000 for _, each, step in charges if each == window)
-        assert lates[-1] < 8 + 5, lates  # The jitter, and a process's start.
-        assert lates[-1] - lates[0] > 2, lates
+        assert lates[-1] < 15 + 5, lates  # The jitter, and a process's start.
+        # Started at once, processes spread by their start alone (about 2 s
+        # on a loaded machine); eight waits over 15 s spread further but
+        # once in a thousand.
+        assert lates[-1] - lates[0] > 4, lates
     said = "".join(result.stdout for result in results)
-    assert "s after its claim (jitter up to 0:00:08)" in said
+    assert "s after its claim (jitter up to 0:00:15)" in said
 
 
 def test_a_schedule_in_new_york_claims_the_fire_its_spring_forward_night_moves():
@@ -453,6 +458,7 @@ def test_a_fire_cancelled_while_it_waits_out_its_jitter_never_starts():
     waiting = scheduler.delayed[job.job]
     assert scheduler.children == {}
     # Its claim lasts the start's lease and the jitter: the wait cannot outlast it.
+    assert job.jitter is not None
     assert waiting.run.expires_at - waiting.run.claimed_at >= job.jitter
     JobRun.objects.filter(pk=waiting.run.pk).cancel("ops")
     waiting.start_at = 0.0

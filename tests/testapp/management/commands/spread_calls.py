@@ -14,8 +14,8 @@ class Command(JobCommand):
     after its claim it started."""
 
     help = "Test job: charge the ledger, recording how long after its claim it started."
-    schedules = [Schedule("*/10 * * * * *", args=["--call", str(call)]) for call in range(CALLS)]
-    jitter = datetime.timedelta(seconds=8)
+    schedules = [Schedule("*/20 * * * * *", args=["--call", str(call)]) for call in range(CALLS)]
+    jitter = datetime.timedelta(seconds=15)
     lease = datetime.timedelta(seconds=10)
 
     def add_arguments(self, parser):
