@@ -21,11 +21,13 @@ from typing import Any
 from django.core.management import call_command, get_commands, load_command_class
 from django.core.management.base import BaseCommand, CommandError
 
+from jobclaims import schedule_names
 from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import UnknownJob
 from jobclaims.models import JobRun
+from jobclaims.schedules import entries
 from jobclaims.states import Reason, Refusal
 from jobclaims.windows import resolve
 
@@ -36,15 +38,21 @@ MICROSECOND = datetime.timedelta(microseconds=1)
 
 @dataclass(frozen=True)
 class Target:
-    """A job that is a ``JobCommand``: the command that runs it and its claim name."""
+    """A job that is a ``JobCommand``: the command that runs it and its claim
+    name; for one of a job's several schedules, that schedule's."""
 
     command: str
     job: JobCommand
+    #: The schedule's name, for one of a job's several schedules.
+    schedule: str | None = None
+    #: What the schedule starts the job's command with.
+    args: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
-        """The name the job's claims are recorded under."""
-        return self.job.job_name or self.command
+        """The name the job's (or the schedule's) claims are recorded under."""
+        job = self.job.job_name or self.command
+        return job if self.schedule is None else schedule_names.claim_name(job, self.schedule)
 
 
 @dataclass
@@ -66,6 +74,10 @@ def target(name: str) -> Target:
     for each in jobs:
         if name in (each.command, each.name):
             return each
+        for entry in entries(type(each.job)):
+            one = Target(each.command, each.job, entry.given_name, tuple(entry.args))
+            if entry.given_name and name == one.name:
+                return one
     shown = ", ".join(sorted(each.command for each in jobs)) or "none (no JobCommand is defined)"
     raise UnknownJob(f"no job command is named {name!r}; name one of: {shown}")
 
@@ -82,7 +94,7 @@ def job_commands() -> list[Target]:
 
 def current_key(job: Target) -> str:
     """The key of the job's current window, or of its latest fire due."""
-    return job.job._window_key(None)
+    return job.job._window_key(None, job.schedule)
 
 
 class WindowFailed(Exception):
@@ -112,7 +124,7 @@ def keys_between(
             f"--to {end.isoformat()} has not come yet by the database clock; "
             "leave --to out to end the range now"
         )
-    scheduled = job.job._scheduled()
+    scheduled = job.job._scheduled(job.schedule)
     if scheduled is not None:
         keys = [key for _, key in scheduled.expected_fires(start - MICROSECOND, end)]
     else:
@@ -150,8 +162,11 @@ def run_windows(
             tally.skipped.append((key, claimed))
             continue
         try:
+            named = {} if job.schedule is None else {"schedule_name": job.schedule}
             call_command(
                 job.command,
+                *job.args,
+                **named,
                 window_key=key,
                 claim_token=str(claimed.token),
                 verbosity=verbosity,
@@ -175,7 +190,7 @@ def claim(job: Target, key: str, force: bool = False) -> JobRun | Refusal:
         lease=job.job._lease(None),
         force=force,
         allow_overlap=job.job.allow_overlap,
-        schedule=job.job._recorded_schedule(),
+        schedule=job.job._recorded_schedule(job.schedule),
     )
 
 

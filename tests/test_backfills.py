@@ -163,3 +163,23 @@ def test_a_bad_range_is_refused_naming_the_fix_and_nothing_is_written(arguments,
     assert status == 1
     assert message in err
     assert not JobRun.objects.exists()
+
+
+def test_a_backfill_of_one_schedule_of_several_runs_its_fires_with_its_arguments(monkeypatch):
+    monkeypatch.setenv("SYNC_HOLD", "0")
+    _, err, status = run_command(
+        "jobclaims_run",
+        "sync_regions[--region us]",
+        "--from",
+        "2026-11-20T00:00:00",
+        "--to",
+        "2026-11-20T00:00:06",
+    )
+    assert status == 0, err
+    # Its fires, keyed in its own zone, each run once with its own region.
+    keys = ["2026-11-19T19:00-05:00", "2026-11-19T19:00:03-05:00", "2026-11-19T19:00:06-05:00"]
+    assert charged("us") == dict.fromkeys(keys, 1)
+    assert set(JobRun.objects.values_list("job", flat=True)) == {"sync_regions[--region us]"}
+    _, err, status = run_command("jobclaims_run", "sync_regions")
+    assert status == 1
+    assert "has several schedules" in err

@@ -22,6 +22,8 @@ from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+HOUR = datetime.timedelta(hours=1)
+
 WINDOW = "2026-11-29T10:00+00:00"
 LEASE = datetime.timedelta(minutes=1)
 
@@ -221,3 +223,16 @@ def test_fires_a_pause_refused_are_not_caught_up_by_the_misfire_policy_after_the
     pauses.resume(job.job, by="alice")
     scheduler = Scheduler([job], max_jobs=1, say=lambda line: None)
     assert scheduler._unclaimed(job, now) == [(nights[3], job.key(nights[3]))]
+
+
+def test_a_pause_of_a_job_holds_for_each_of_its_schedules_and_one_schedule_pauses_alone():
+    pauses.pause("sync_regions", by="ops")
+    eu, us = "sync_regions[--region eu]", "sync_regions[--region us]"
+    for name in (eu, us):
+        refusal = JobRun.objects.try_claim(name, "2026-11-29T10:00+00:00", lease=HOUR)
+        assert isinstance(refusal, Refusal)
+        assert refusal.reason == Reason.PAUSED
+    pauses.resume("sync_regions", by="ops")
+    pauses.pause(eu, by="ops")
+    assert isinstance(JobRun.objects.try_claim(eu, "2026-11-29T10:00+00:00", lease=HOUR), Refusal)
+    assert isinstance(JobRun.objects.try_claim(us, "2026-11-29T10:00+00:00", lease=HOUR), JobRun)
