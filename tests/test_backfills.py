@@ -182,4 +182,7 @@ def test_a_backfill_of_one_schedule_of_several_runs_its_fires_with_its_arguments
     assert set(JobRun.objects.values_list("job", flat=True)) == {"sync_regions[--region us]"}
     _, err, status = run_command("jobclaims_run", "sync_regions")
     assert status == 1
-    assert "has several schedules" in err
+    assert (
+        "sync_regions has several schedules, each with its own claims; name the one to run "
+        "with --schedule-name: '--region eu', '--region us'"
+    ) in err
