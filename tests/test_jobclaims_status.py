@@ -229,3 +229,28 @@ def test_status_lists_the_schedulers_seen_live_or_gone():
         (1, True),
         (2, False),
     ]
+
+
+def test_the_schedules_view_shows_each_schedule_of_a_job_with_its_zone_args_and_jitter():
+    out, _, _ = run_command("jobclaims_status", "--schedules", "--job", "sync_regions")
+    assert "sync_regions[--region us]: */3 * * * * * (" in out
+    assert ", America/New_York); misfire: latest" in out
+    assert "  args: --region us" in out
+    assert "sync_regions[--region eu]: */3 * * * * * (" in out
+    out, _, _ = run_command("jobclaims_status", "--schedules", "--json", "--job", "spread_calls")
+    documents = json.loads(out)["schedules"]
+    assert len(documents) == 8
+    first = next(each for each in documents if each["job"] == "spread_calls[--call 0]")
+    assert first["args"] == ["--call", "0"]
+    assert first["schedule_name"] == "--call 0"
+    assert first["time_zone"] == "UTC"
+    assert first["jitter_seconds"] == 15.0
+    (us,) = [
+        each
+        for each in json.loads(run_command("jobclaims_status", "--schedules", "--json")[0])[
+            "schedules"
+        ]
+        if each["job"] == "sync_regions[--region us]"
+    ]
+    assert us["time_zone"] == "America/New_York"
+    assert all(fire.endswith("+00:00") for fire in us["next_fires"])

@@ -208,7 +208,11 @@ def _schedulers_document(now: Any) -> list[dict[str, Any]]:
 
 def _overviews(job: str | None, now: Any) -> list[JobOverview]:
     """The overview of each scheduled job (of ``job`` alone, if given)."""
-    return [checked_overview(each, now) for each in scheduled_jobs() if job in (None, each.job)]
+    return [
+        checked_overview(each, now)
+        for each in scheduled_jobs()
+        if job in (None, each.job, each.command)
+    ]
 
 
 def _missed(job: str | None) -> dict[str, list[str]]:
