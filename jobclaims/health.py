@@ -41,6 +41,7 @@ from __future__ import annotations
 import datetime
 import functools
 import statistics
+import zoneinfo
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -158,6 +159,9 @@ class JobHealth:
     schedulers: SchedulerProblem | None = None
     #: Runs going on far longer than the job's usual duration (``slow_runs()``).
     slow: list[SlowRun] = field(default_factory=list)
+    #: The zone of a schedule read in a zone of its own (``time_zone``), which
+    #: its times are shown in; None: ``TIME_ZONE``, as every other time.
+    time_zone: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -183,10 +187,11 @@ class JobHealth:
     def problems(self) -> list[str]:
         found = []
         if self.overdue is not None:
-            last = _moment(self.last_success) if self.last_success else "never"
+            zone = self.time_zone
+            last = _moment(self.last_success, zone) if self.last_success else "never"
             found.append(
-                f"overdue: the {self.overdue.window} window, due {_moment(self.overdue.due_at)}, "
-                f"has not succeeded (last success: {last})"
+                f"overdue: the {self.overdue.window} window, due "
+                f"{_moment(self.overdue.due_at, zone)}, has not succeeded (last success: {last})"
             )
         if self.failed is not None:
             summary = self.failed.error.partition("\n")[0] or "no error recorded"
@@ -314,6 +319,7 @@ def _health(facts: health_reads.Facts, job: str) -> JobHealth:
         if failed
         else 0,
         dead=facts.dead.get(job, []),
+        time_zone=scheduled.cron.time_zone if scheduled else None,
         last_success=summary.last_success if summary else None,
         missed=facts.missed.get(job, []),
         scheduled=scheduled is not None,
@@ -448,8 +454,13 @@ def _schedulers(facts: health_reads.Facts, job: JobSchedule) -> SchedulerProblem
     return None
 
 
-def _moment(moment: datetime.datetime | None) -> str:
-    return f"{timezone.localtime(moment):%Y-%m-%d %H:%M:%S %Z}" if moment else "?"
+def _moment(moment: datetime.datetime | None, zone: str | None = None) -> str:
+    """``moment`` as a local time in ``zone`` (with the zone's name), else in ``TIME_ZONE``."""
+    if not moment:
+        return "?"
+    if zone is None:
+        return f"{timezone.localtime(moment):%Y-%m-%d %H:%M:%S %Z}"
+    return f"{moment.astimezone(zoneinfo.ZoneInfo(zone)):%Y-%m-%d %H:%M:%S %Z} ({zone})"
 
 
 #: The status command and the admin look back this many windows at most.

@@ -12,8 +12,20 @@ HOUR = datetime.timedelta(hours=1)
 SECOND = datetime.timedelta(seconds=1)
 HOURLY = resolve("hourly")
 
-#: The scheduled jobs of tests/testapp, which health knows before they run.
-SCHEDULED = ("always_fails", "nightly_all", "nightly_latest", "nightly_skip", "slow_charge", "tick")
+#: The scheduled jobs of tests/testapp, which health knows before they run:
+#: each schedule of a job with several is a job of its own.
+SCHEDULED = (
+    "always_fails",
+    "nightly_all",
+    "nightly_latest",
+    "nightly_skip",
+    "ny_open",
+    "slow_charge",
+    *(f"spread_calls[--call {call}]" for call in range(8)),
+    "sync_regions[--region eu]",
+    "sync_regions[--region us]",
+    "tick",
+)
 
 #: Each job's name, and what its health says.
 HEALTHY, OVERDUE, FAILING, DEAD = "healthy_job", "overdue_job", "failing_job", "dead_job"

@@ -8,6 +8,7 @@ import datetime
 import itertools
 import re
 import signal
+import zoneinfo
 
 import pytest
 from django.test import override_settings
@@ -16,9 +17,10 @@ from jobclaims.clock import database_now
 from jobclaims.health import due_fire, fire_grace, job_health, missed_windows
 from jobclaims.models import JobRun, JobSkip, SchedulerSeen, ScheduleVersion
 from jobclaims.schedule_versions import fingerprint as schedule_fingerprint
+from jobclaims.schedule_versions import fingerprint_of
 from jobclaims.scheduler import scheduled_jobs
 from jobclaims.schedules import CronSchedule, JobSchedule, Misfire
-from jobclaims.seen import fingerprint
+from jobclaims.seen import fingerprint, schedules_run
 from jobclaims.testing import start
 from tests.helpers import run_command, wait_until
 from tests.monitored import HOUR, HOURLY, SCHEDULED, hour_start, save_run
@@ -105,7 +107,7 @@ def in_force(job: JobSchedule, since: datetime.datetime) -> ScheduleVersion:
     """Record ``job``'s schedule as in force since ``since``, as a scheduler's first look does."""
     return ScheduleVersion.objects.create(
         job=job.job,
-        fingerprint=schedule_fingerprint(job.cron.expression),
+        fingerprint=fingerprint_of(job),
         schedule=job.cron.expression,
         since=since,
     )
@@ -381,3 +383,19 @@ def test_a_schedule_no_scheduler_has_looked_at_has_no_fire_due(client):
         job=NIGHTLY, fingerprint="0123456789abcdef", schedule="0 1 * * *", since=version.since + DAY
     )
     assert verdicts(client) == {}
+
+
+def test_a_schedule_in_a_zone_of_its_own_is_overdue_in_that_zones_time(client):
+    job = the_job("ny_open")
+    now = database_now()
+    due = due_fire(job, now, None)
+    assert due is not None
+    seen(due - MINUTE, now, schedules_run([job]))
+    in_force(job, due - MINUTE)
+    assert verdicts(client) == {"ny_open": {"overdue", "missed"}}
+    [health] = job_health("ny_open")
+    local = due.astimezone(zoneinfo.ZoneInfo("America/New_York"))
+    assert health.problems[0].startswith(
+        f"overdue: the {job.key(due)} window, due {local:%Y-%m-%d %H:%M:%S %Z} (America/New_York)"
+    )
+    assert job.key(due) == local.isoformat("T", "minutes")
