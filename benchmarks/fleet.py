@@ -68,8 +68,8 @@ def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
     from django.db import connection
     from django.db.models import Sum
 
+    from jobclaims.cron import CronSchedule
     from jobclaims.models import JobRun, JobSkip
-    from jobclaims.schedules import CronSchedule
 
     cron = CronSchedule(f"*/{options.every} * * * * *")
     folder = Path(tempfile.mkdtemp(prefix="fleet-"))

@@ -27,7 +27,8 @@ def main(path: str, jobs: int, expression: str) -> None:
     from django.db import connection
 
     from jobclaims import scheduler
-    from jobclaims.schedules import CronSchedule, JobSchedule
+    from jobclaims.cron import CronSchedule
+    from jobclaims.schedules import JobSchedule
 
     fleet = [
         JobSchedule(

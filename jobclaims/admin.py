@@ -24,10 +24,10 @@ from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview, gone_jobs, missed_windows
+from jobclaims.job_discovery import schedule_of
 from jobclaims.models import JobRun, JobRunQuerySet, RetiredJob, SchedulerSeen
+from jobclaims.overview_output import describe
 from jobclaims.retiring import retire
-from jobclaims.scheduler import schedule_of
-from jobclaims.schedules import describe
 from jobclaims.states import MEANINGS, State
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.management import call_command, get_commands, load_command_class
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
-from jobclaims import schedule_names
+from jobclaims import job_discovery, schedule_names
 from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.conf import jobclaims_settings
@@ -84,12 +84,7 @@ def target(name: str) -> Target:
 
 def job_commands() -> list[Target]:
     """Every management command that is a ``JobCommand``."""
-    found = []
-    for name, app in sorted(get_commands().items()):
-        command = app if isinstance(app, BaseCommand) else load_command_class(app, name)
-        if isinstance(command, JobCommand):
-            found.append(Target(name, command))
-    return found
+    return [Target(name, command) for name, command in job_discovery.job_commands().items()]
 
 
 def current_key(job: Target) -> str:

@@ -24,7 +24,7 @@ from django.db import NotSupportedError, connections, router
 from django.utils import timezone
 from django.utils.module_loading import module_has_submodule
 
-from jobclaims import charsets, conf, leases, scheduler, standby
+from jobclaims import charsets, conf, job_discovery, leases, standby
 from jobclaims.claiming import CELERY_BODY_FIX, CELERY_BODY_PROBLEM
 from jobclaims.commands import checking_a_job_run
 from jobclaims.conf import jobclaims_settings
@@ -220,7 +220,7 @@ def check_schedules(
             + _see("jobclaims-w005-a-schedule-that-cannot-work"),
             id="jobclaims.W005",
         )
-        for command in scheduler.scheduled_commands().values()
+        for command in job_discovery.scheduled_commands().values()
         for problem in problems(type(command))
     ]
 
@@ -361,7 +361,7 @@ def check_leases_cover_standby_waits(
     default = jobclaims_settings.default_lease
     given = {"JOBCLAIMS['DEFAULT_LEASE']": default}
     try:
-        scheduled = scheduler.scheduled_jobs()
+        scheduled = job_discovery.scheduled_jobs()
     except ValueError:  # jobclaims.E005 says what is wrong with a schedule.
         scheduled = []
     given.update({f"{job.job}'s lease": job.lease for job in scheduled if job.lease != default})

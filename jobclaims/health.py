@@ -33,7 +33,7 @@ to a deploy, an outage or a broken crontab. A skip is visible
 (``JobSkip``); a run that never started leaves no row at all, so the gaps
 are found by listing the windows a job's schedule has had since its first
 claim and taking away those that have a claim. A job with a ``schedule``
-lists its fire times instead (``jobclaims.schedules.overview``).
+lists its fire times instead (``jobclaims.overview.overview``).
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ from django.utils import timezone
 from jobclaims import durations, health_reads, windows
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
+from jobclaims.job_discovery import schedule_of
 from jobclaims.models import JobRun, SchedulerSeen
-from jobclaims.scheduler import schedule_of
-from jobclaims.schedules import ON_TIME, JobOverview, JobSchedule, overview
+from jobclaims.overview import JobOverview, overview
+from jobclaims.schedules import ON_TIME, JobSchedule
 from jobclaims.windows import from_name
 
 #: At most this many failed runs in a row are counted.

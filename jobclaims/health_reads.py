@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
+from jobclaims.job_discovery import jobs_in_code, scheduled_jobs
 from jobclaims.models import (
     JobRun,
     JobRunQuerySet,
@@ -33,7 +34,6 @@ from jobclaims.models import (
     ScheduleVersion,
 )
 from jobclaims.schedule_versions import fingerprint_of
-from jobclaims.scheduler import jobs_in_code, scheduled_jobs
 from jobclaims.schedules import ON_TIME, JobSchedule
 from jobclaims.windows import from_name
 

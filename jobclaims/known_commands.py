@@ -19,8 +19,8 @@ from django.apps.registry import Apps
 from django.db import router
 
 from jobclaims.conf import jobclaims_settings
+from jobclaims.job_discovery import jobs_in_code
 from jobclaims.models import KnownCommand
-from jobclaims.scheduler import jobs_in_code
 
 
 def record_commands(using: str, apps: Apps = global_apps, **kwargs: Any) -> None:

@@ -44,12 +44,13 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from jobclaims import backfills, children, durations, pauses, scheduler
+from jobclaims import backfills, children, durations, job_discovery, pauses
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import JobHealth, read_health
 from jobclaims.models import JobPause, JobRun, ScheduledJob, SchedulerSeen
-from jobclaims.schedules import JobSchedule, overview
+from jobclaims.overview import overview
+from jobclaims.schedules import JobSchedule
 from jobclaims.states import Refusal
 
 #: How many fires to come the page shows per schedule.
@@ -65,7 +66,7 @@ _CANCELLABLE = (JobRun.Status.RUNNING, JobRun.Status.RETRYING)
 def page_schedules() -> tuple[list[JobSchedule], dict[str, str]]:
     """The schedules the page lists, and by command what keeps each other
     scheduled job from having one (naming the fix)."""
-    return scheduler.usable_jobs()
+    return job_discovery.usable_jobs()
 
 
 def time_zone_of(schedule: JobSchedule) -> str:

@@ -187,9 +187,9 @@ def schedules_in_force_since(ago: datetime.timedelta) -> None:
     """
     # Imported here: pytest loads this module before Django's apps are ready.
     from jobclaims.clock import database_now
+    from jobclaims.job_discovery import scheduled_jobs
     from jobclaims.models import ScheduleVersion
     from jobclaims.schedule_versions import fingerprint_of
-    from jobclaims.scheduler import scheduled_jobs
 
     for job in scheduled_jobs():
         ScheduleVersion.objects.get_or_create(

@@ -18,8 +18,9 @@ from jobclaims import checks
 from jobclaims.attempts import RetryPolicy, problems
 from jobclaims.clock import database_now
 from jobclaims.health import checked_overview
+from jobclaims.job_discovery import scheduled_jobs
 from jobclaims.models import JobRun
-from jobclaims.scheduler import Child, Scheduler, scheduled_jobs
+from jobclaims.scheduler import Child, Scheduler
 from jobclaims.schedules import JobSchedule
 from jobclaims.testing import Instance, StartingLine
 from tests.testapp.management.commands.always_fails import Command as AlwaysFails

@@ -11,8 +11,8 @@ import pytest
 
 from jobclaims import pauses
 from jobclaims.clock import database_now
+from jobclaims.job_discovery import scheduled_jobs
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.scheduler import scheduled_jobs
 from jobclaims.testing import assert_ran_once, race, start
 from jobclaims.windows import resolve
 from tests.helpers import run_command, wait_until

@@ -14,12 +14,13 @@ import pytest
 from django.test import override_settings
 
 from jobclaims.clock import database_now
+from jobclaims.cron import CronSchedule
 from jobclaims.health import due_fire, fire_grace, job_health, missed_windows
+from jobclaims.job_discovery import scheduled_jobs
 from jobclaims.models import JobRun, JobSkip, SchedulerSeen, ScheduleVersion
 from jobclaims.schedule_versions import fingerprint as schedule_fingerprint
 from jobclaims.schedule_versions import fingerprint_of
-from jobclaims.scheduler import scheduled_jobs
-from jobclaims.schedules import CronSchedule, JobSchedule, Misfire
+from jobclaims.schedules import JobSchedule, Misfire
 from jobclaims.seen import fingerprint, schedules_run
 from jobclaims.testing import start
 from tests.helpers import run_command, wait_until

@@ -11,9 +11,10 @@ import datetime
 import pytest
 
 from jobclaims.clock import database_now
+from jobclaims.cron import CronSchedule
 from jobclaims.models import JobRun, ScheduleVersion
 from jobclaims.schedule_versions import fingerprint
-from jobclaims.schedules import ON_TIME, CronSchedule
+from jobclaims.schedules import ON_TIME
 from jobclaims.testing import start
 from tests.testapp.models import Charge
 

@@ -15,8 +15,9 @@ import pytest
 
 from jobclaims import testing
 from jobclaims.clock import database_now
+from jobclaims.job_discovery import scheduled_jobs
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.scheduler import Child, Scheduler, scheduled_jobs
+from jobclaims.scheduler import Child, Scheduler
 from jobclaims.schedules import JobSchedule
 from jobclaims.testing import schedules_in_force_since, start
 from tests.helpers import run_command

@@ -12,11 +12,12 @@ from django.core.management import CommandError, ManagementUtility, call_command
 from django.db import DEFAULT_DB_ALIAS
 from django.test import override_settings
 
-from jobclaims import checks, scheduler
+from jobclaims import checks, job_discovery
 from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand, Schedule
+from jobclaims.cron import CronSchedule
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.schedules import ON_TIME, CronSchedule, JobSchedule, Misfire, problems
+from jobclaims.schedules import ON_TIME, JobSchedule, Misfire, problems
 from tests import vixie
 from tests.helpers import run_command
 
@@ -138,7 +139,7 @@ def test_a_schedule_that_cannot_work_is_refused_naming_the_fix(attributes, messa
 
 def test_the_system_check_refuses_a_bad_schedule(monkeypatch):
     bad = job_class(schedule="*/15 * * * *", window="hourly")
-    monkeypatch.setattr(scheduler, "scheduled_commands", lambda: {"nightly": bad()})
+    monkeypatch.setattr(job_discovery, "scheduled_commands", lambda: {"nightly": bad()})
     (warning,) = checks.check_schedules()
     assert warning.id == "jobclaims.W005"
     assert "contradicts window 'hourly'" in warning.msg
@@ -171,7 +172,7 @@ def test_the_scheduler_names_the_scheduled_jobs_for_an_unknown_one():
 @pytest.mark.django_db
 def test_the_scheduler_refuses_to_start_with_a_bad_schedule(monkeypatch):
     bad = job_class(schedule="61 * * * *")
-    monkeypatch.setattr(scheduler, "scheduled_commands", lambda: {"nightly": bad()})
+    monkeypatch.setattr(job_discovery, "scheduled_commands", lambda: {"nightly": bad()})
     _, err, status = run_command("jobclaims_scheduler", "--once")
     assert status == 1
     assert "is not a cron expression" in err
@@ -181,10 +182,10 @@ def test_the_scheduler_refuses_to_start_with_a_bad_schedule(monkeypatch):
 @pytest.mark.django_db
 @pytest.mark.parametrize("chosen", [[], ["--job", "nightly_latest"]], ids=["all", "--job"])
 def test_the_scheduler_leaves_out_a_job_with_a_bad_schedule_and_names_it(monkeypatch, chosen):
-    good = scheduler.scheduled_commands()["nightly_latest"]
+    good = job_discovery.scheduled_commands()["nightly_latest"]
     bad = job_class(schedule="61 * * * *")
     monkeypatch.setattr(
-        scheduler, "scheduled_commands", lambda: {"nightly": bad(), "nightly_latest": good}
+        job_discovery, "scheduled_commands", lambda: {"nightly": bad(), "nightly_latest": good}
     )
     out, err, status = run_command("jobclaims_scheduler", "--list", *chosen)
     assert status == 0, err
@@ -208,7 +209,7 @@ def test_the_status_command_shows_each_scheduled_job():
 
 @pytest.mark.django_db
 def test_the_status_command_marks_a_scheduled_job_whose_last_run_failed():
-    tick = scheduler.schedule_of("tick")
+    tick = job_discovery.schedule_of("tick")
     assert tick is not None
     fire = tick.cron.latest_fire(database_now(DEFAULT_DB_ALIAS))
     assert fire is not None
@@ -314,8 +315,8 @@ def test_a_job_with_an_empty_schedule_refuses_to_run_rather_than_go_unscheduled(
     empty = job_class(schedule="", run_job=lambda self, run, **o: None)
     with pytest.raises(CommandError, match="schedule '' is empty"):
         call_command(empty())
-    monkeypatch.setattr(scheduler, "get_commands", lambda: {"nightly": empty()})
-    assert list(scheduler.scheduled_commands()) == ["nightly"]
+    monkeypatch.setattr(job_discovery, "get_commands", lambda: {"nightly": empty()})
+    assert list(job_discovery.scheduled_commands()) == ["nightly"]
     (error,) = checks.check_schedules()
     assert "schedule '' is empty" in error.msg
     assert not JobRun.objects.exists()
@@ -433,7 +434,7 @@ def test_a_misfire_deadline_is_honoured_to_the_second():
 @pytest.mark.django_db
 def test_status_check_reports_a_job_with_a_bad_schedule_critical(monkeypatch, capsys):
     bad = job_class(schedule="61 * * * *")
-    monkeypatch.setattr(scheduler, "scheduled_commands", lambda: {"nightly": bad()})
+    monkeypatch.setattr(job_discovery, "scheduled_commands", lambda: {"nightly": bad()})
     # As manage.py runs it, system checks included.
     with pytest.raises(SystemExit) as exited:
         ManagementUtility(["manage.py", "jobclaims_status", "--check"]).execute()

@@ -12,8 +12,8 @@ from django.db import connection
 from django.test import override_settings
 
 from jobclaims import slots, windows
+from jobclaims.cron import CronSchedule
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.schedules import CronSchedule
 from jobclaims.states import Reason, Refusal
 from jobclaims.testing import race
 from tests.testapp.models import Charge

@@ -12,9 +12,11 @@ from jobclaims.clock import database_now
 from jobclaims.commands import check_a_job_run
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview
+from jobclaims.job_discovery import usable_jobs
 from jobclaims.models import JobRun
-from jobclaims.scheduler import Scheduler, usable_jobs
-from jobclaims.schedules import JobSchedule, describe
+from jobclaims.overview_output import describe
+from jobclaims.scheduler import Scheduler
+from jobclaims.schedules import JobSchedule
 
 
 def _at_least_one(text: str) -> int:

@@ -12,9 +12,10 @@ from jobclaims.checks import check_schedules
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview, known_jobs, missed_windows, read_health
+from jobclaims.job_discovery import scheduled_jobs
 from jobclaims.models import JobRun, SchedulerSeen
-from jobclaims.scheduler import scheduled_jobs
-from jobclaims.schedules import JobOverview, as_document, describe
+from jobclaims.overview import JobOverview
+from jobclaims.overview_output import as_document, describe
 from jobclaims.states import State
 
 if TYPE_CHECKING:
