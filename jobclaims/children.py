@@ -59,7 +59,8 @@ def _passed_on() -> dict[str, str]:
 def job_argv(job: JobSchedule, key: str, run: JobRun, verbosity: int = 1) -> list[str]:
     """How the scheduler starts a won fire's job: ``django-admin <job>`` with
     its schedule's arguments, under its claim."""
-    named = ["--schedule-name", job.name] if job.name else []
+    # One argument, "=" and all: a name like "--dry-run" is no option of its own.
+    named = [f"--schedule-name={job.name}"] if job.name else []
     return [
         sys.executable,
         "-m",

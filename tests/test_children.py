@@ -154,3 +154,22 @@ def test_a_job_started_under_override_settings_is_told_the_settings_module():
     # settings name no module: the admin's Run now starts jobs from there.
     with override_settings(ALLOWED_HOSTS=["testserver"]):
         assert job_environment()["DJANGO_SETTINGS_MODULE"] == "tests.settings"
+
+
+def test_a_schedules_child_is_started_with_its_arguments_and_its_name_whatever_it_looks_like():
+    import dataclasses
+
+    from django.core.management import load_command_class
+
+    from jobclaims.children import job_argv
+    from jobclaims.job_discovery import scheduled_jobs
+
+    job = next(job for job in scheduled_jobs() if job.job == "sync_regions[--region eu]")
+    # A name that reads like an option is still one argument of --schedule-name.
+    odd = dataclasses.replace(job, name="--dry-run", args=("--region", "eu"))
+    run = JobRun(job=odd.job, window="2026-11-29T10:00+00:00")
+    argv = job_argv(odd, run.window, run)
+    command = load_command_class("tests.testapp", "sync_regions")
+    options = command.create_parser("manage.py", "sync_regions").parse_args(argv[4:])
+    assert (options.region, options.schedule_name) == ("eu", "--dry-run")
+    assert options.window_key == run.window
