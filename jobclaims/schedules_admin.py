@@ -38,7 +38,6 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
@@ -70,8 +69,8 @@ def page_schedules() -> tuple[list[JobSchedule], dict[str, str]]:
 
 
 def time_zone_of(schedule: JobSchedule) -> str:
-    """The time zone ``schedule``'s fires are read in: the project's ``TIME_ZONE``."""
-    return timezone.get_current_timezone_name()
+    """The time zone ``schedule``'s fires are read in: its own ``time_zone``, else ``TIME_ZONE``."""
+    return schedule.time_zone
 
 
 @dataclass(frozen=True)
@@ -345,7 +344,8 @@ class ScheduledJobAdmin(admin.ModelAdmin):
         )
 
     def _run_now(self, request: HttpRequest, schedule: JobSchedule) -> None:
-        job = backfills.target(schedule.command)
+        # By its claim name: one of a job's several schedules is a target of its own.
+        job = backfills.target(schedule.job)
         claimed = backfills.claim(job, backfills.current_key(job))
         if isinstance(claimed, Refusal):
             self.message_user(

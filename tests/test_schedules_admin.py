@@ -299,3 +299,25 @@ def test_the_page_is_the_only_address_of_its_proxy():
     run = claim_in_state(State.SUCCEEDED, "nightly_latest", "2026-11-29T00:00+00:00")
     operator = staff("carol", *OPERATOR)
     assert operator.get(f"{PAGE}{run.pk}/change/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_each_schedule_of_a_job_has_its_row_in_its_own_time_zone():
+    page = staff("vera", *VIEWER).get(PAGE).content.decode()
+    us = row_of(page, "sync_regions[--region us]")
+    assert "America/New_York" in us
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d EST</time>", us)
+    assert "UTC" in row_of(page, "sync_regions[--region eu]")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_now_of_one_schedule_of_several_runs_that_schedule_with_its_arguments(monkeypatch):
+    monkeypatch.setenv("SYNC_HOLD", "0")
+    response = press(staff("carol", *OPERATOR), "run", job="sync_regions[--region us]")
+    (message,) = said(response)
+    assert message.startswith("Started sync_regions[--region us] "), message
+    run = wait_until_finished("sync_regions[--region us]")
+    assert run.status == JobRun.Status.SUCCEEDED
+    assert run.window.endswith("-05:00")
+    assert list(Charge.objects.values_list("job", "window")) == [("us", run.window)]
+    assert not JobRun.objects.filter(job="sync_regions[--region eu]").exists()
