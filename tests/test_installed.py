@@ -47,6 +47,7 @@ def test_the_templates_and_static_files_come_from_the_wheel():
     template = get_template("admin/jobclaims/jobrun/change_list.html")
     assert Path(template.origin.name).resolve().is_relative_to(INSTALLED)
     stylesheet = finders.find("jobclaims/admin.css")
-    assert stylesheet and Path(stylesheet).resolve().is_relative_to(INSTALLED)
+    assert stylesheet
+    assert Path(stylesheet).resolve().is_relative_to(INSTALLED)
     assert (INSTALLED / "contrib" / "prometheus" / "rules.yml").is_file()
     assert (INSTALLED / "migrations" / "0001_initial.py").is_file()
