@@ -350,8 +350,12 @@ def test_every_command_has_its_help_on_the_commands_page():
         assert f"```{{jobclaims-help}} {name}\n" in page, f"docs/reference/commands.md lacks {name}"
 
 
-def int_value(node: ast.expr, constants: dict[str, int]) -> str | None:
+def status_text(node: ast.expr, constants: dict[str, int]) -> str | None:
     """An exit status as the page writes it: ``3``, or ``128 + N``."""
+    if isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ):
+        return "1"  # A message, which Python prints before it exits 1.
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return str(node.value)
     if isinstance(node, ast.Name) and node.id in constants:
@@ -389,7 +393,7 @@ def exit_statuses() -> dict[str, set[str]]:
             if name in {"SystemExit", "sys.exit"} and node.args:
                 values.append(node.args[0])
             for value in values:
-                status = int_value(value, constants) or ("1" if name == "SystemExit" else None)
+                status = status_text(value, constants)
                 assert status, (
                     f"{source.relative_to(ROOT)}:{node.lineno}: an exit status "
                     "this test cannot read; give it a name bound to an int"
