@@ -177,7 +177,6 @@ def test_a_job_whose_database_goes_away_as_it_runs_says_so_in_one_line(tmp_path)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=BASE_DIR,
         env={
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
