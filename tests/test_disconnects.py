@@ -26,7 +26,6 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from jobclaims import retries
 from jobclaims.models import JobRun
-from tests.settings import BASE_DIR
 from tests.testapp.models import Charge
 
 pytestmark = [
@@ -109,7 +108,6 @@ def test_a_job_that_cannot_reach_its_database_says_so_in_one_line_and_does_not_r
         [sys.executable, "-m", "django", "charge_ledger", "--window", WINDOW],
         capture_output=True,
         text=True,
-        cwd=BASE_DIR,
         env={
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
@@ -179,7 +177,6 @@ def test_a_job_whose_database_goes_away_as_it_runs_says_so_in_one_line(tmp_path)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=BASE_DIR,
         env={
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",

@@ -8,7 +8,9 @@ source, so a renamed page or heading fails here, not in a user's terminal.
 from __future__ import annotations
 
 import ast
+import datetime
 import functools
+import itertools
 import json
 import re
 from difflib import SequenceMatcher
@@ -22,6 +24,8 @@ from jobclaims import documentation
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 SOURCES = sorted((ROOT / "jobclaims").rglob("*.py"))
+COMMANDS_PAGE = DOCS / "reference" / "commands.md"
+PACKAGE = Path(documentation.__file__).parent
 
 
 def anchors(markdown: Path) -> set[str]:
@@ -205,7 +209,6 @@ def test_the_bad_input_table_was_read():
 
 
 def test_the_settings_page_lists_every_key_with_its_default():
-    import datetime
 
     from jobclaims.conf import SETTINGS
 
@@ -230,19 +233,186 @@ def test_the_checks_page_lists_and_explains_every_check():
     assert registered == listed == explained
 
 
+#: The JSON objects keyed by job name, not by field: their keys are not compared.
+JSON_MAPS = {"missed_windows", "schedulers.schedules"}
+
+
+def undocumented(written: object, documented: object, path: str = "") -> list[str]:
+    """The fields ``written`` and ``documented`` do not share, object by
+    object: a list's first item stands for each of its items."""
+    if isinstance(written, list) and isinstance(documented, list):
+        if written and documented:
+            return undocumented(written[0], documented[0], path)
+        return []
+    if not isinstance(written, dict) or not isinstance(documented, dict) or path in JSON_MAPS:
+        return []
+    differ = [f"{path}.{key}".lstrip(".") for key in set(written) ^ set(documented)]
+    for key in set(written) & set(documented):
+        differ += undocumented(written[key], documented[key], f"{path}.{key}".lstrip("."))
+    return sorted(differ)
+
+
 @pytest.mark.django_db
 def test_jobclaims_status_json_has_the_documented_fields():
     from django.core.management import call_command
 
     from jobclaims.claiming import claim
+    from jobclaims.models import JobRun
 
     with claim("sync_ledger", window="hourly", key="2026-11-29T10:00"):
         pass
+    # A scheduled job's last run, for --schedules.
+    JobRun.objects.claim("nightly_latest", "2026-11-29T00:00+00:00", lease=datetime.timedelta(1))
     out = StringIO()
-    call_command("jobclaims_status", "--json", "--missed", stdout=out)
+    # Every option that adds to the document.
+    call_command("jobclaims_status", "--json", "--missed", "--schedules", stdout=out)
     written = json.loads(out.getvalue())
-    page = (DOCS / "reference" / "commands.md").read_text()
+    page = COMMANDS_PAGE.read_text()
     [example] = re.findall(r"^```json\n(.*?)^```", page, flags=re.M | re.S)
     documented = json.loads(example)
     assert set(written) == set(documented)
-    assert set(written["claims"][0]) == set(documented["claims"][0])
+    assert written["claims"], "no claim to compare"
+    assert written["schedules"], "no schedule to compare"
+    assert undocumented(written, documented) == []
+
+
+# The reference pages name what the code defines; these read the code, so a
+# new option, exit status, command or JSON key fails here until it is documented.
+
+
+def section(markdown: Path, heading: str) -> str:
+    """The text under ``## heading``, up to the next heading of its level."""
+    text = markdown.read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def shipped_commands() -> list[str]:
+    return sorted(
+        path.stem
+        for path in (PACKAGE / "management" / "commands").glob("*.py")
+        if not path.stem.startswith("_")
+    )
+
+
+def per_job_attributes() -> list[str]:
+    """What a ``JobCommand`` subclass may set: the public, non-callable class
+    attributes ``JobCommand`` and its bases in jobclaims add to Django's command."""
+    from django.core.management.base import BaseCommand
+
+    from jobclaims.commands import JobCommand
+
+    return [
+        name
+        for cls in JobCommand.__mro__
+        if cls.__module__.startswith("jobclaims")
+        for name, value in vars(cls).items()
+        if not name.startswith("_")
+        and not hasattr(BaseCommand, name)
+        and not callable(value)
+        and not isinstance(value, (property, classmethod, staticmethod))
+    ]
+
+
+def documented_attributes() -> set[str]:
+    """The attributes of ``JobCommand`` with a ``#:`` comment: those that
+    docs/_ext/jobclaims_reference.py puts in docs/settings.md's per-job table."""
+    import inspect
+
+    from jobclaims.commands import JobCommand
+
+    lines = inspect.getsource(JobCommand).splitlines()
+    return {
+        match.group(1)
+        for previous, line in itertools.pairwise(lines)
+        if previous.strip().startswith("#:") and (match := re.match(r"\s{4}(\w+)\s*[:=]", line))
+    }
+
+
+def test_the_per_job_table_has_every_attribute_a_job_may_set():
+    attributes = per_job_attributes()
+    assert {"window", "lease"} <= set(attributes), "update per_job_attributes()"
+    missing = sorted(set(attributes) - documented_attributes())
+    assert not missing, (
+        f"JobCommand's {missing} have no #: comment above them in jobclaims/commands.py, "
+        "which docs/settings.md's per-job table is read from"
+    )
+    settings_page = (DOCS / "settings.md").read_text()
+    assert "```{jobclaims-job-options}\n" in settings_page
+    # --window, --lease, --wait...: the options every job has, from its parser.
+    assert "```{jobclaims-help} JobCommand\n" in settings_page
+
+
+def test_every_command_has_its_help_on_the_commands_page():
+    page = COMMANDS_PAGE.read_text()
+    for name in [*shipped_commands(), "JobCommand"]:
+        assert f"```{{jobclaims-help}} {name}\n" in page, f"docs/reference/commands.md lacks {name}"
+
+
+def status_text(node: ast.expr, constants: dict[str, int]) -> str | None:
+    """An exit status as the page writes it: ``3``, or ``128 + N``."""
+    if isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ):
+        return "1"  # A message, which Python prints before it exits 1.
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return str(node.value)
+    if isinstance(node, ast.Name) and node.id in constants:
+        return str(constants[node.id])
+    if (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Add)
+        and isinstance(node.left, ast.Constant)
+        and node.left.value == 128
+    ):
+        return "128 + N"
+    return None
+
+
+def exit_statuses() -> dict[str, set[str]]:
+    """Each exit status the package sets (``returncode=``, ``SystemExit``,
+    ``sys.exit``), with the modules that set it."""
+    found: dict[str, set[str]] = {}
+    for source in SOURCES:
+        tree = ast.parse(source.read_text())
+        constants = {
+            target.id: node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, int)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            values = [kw.value for kw in node.keywords if kw.arg == "returncode"]
+            name = ast.unparse(node.func)
+            if name in {"SystemExit", "sys.exit"} and node.args:
+                values.append(node.args[0])
+            for value in values:
+                status = status_text(value, constants)
+                assert status, (
+                    f"{source.relative_to(ROOT)}:{node.lineno}: an exit status "
+                    "this test cannot read; give it a name bound to an int"
+                )
+                found.setdefault(status, set()).add(source.stem)
+    return found
+
+
+def test_every_exit_status_the_code_sets_is_documented_with_its_command():
+    statuses = exit_statuses()
+    assert {"124", "128 + N"} <= set(statuses), "exit_statuses() no longer finds them"
+    rows = {row[0]: row[1] for row in table_rows(COMMANDS_PAGE, "status")}
+    for status, modules in sorted(statuses.items()):
+        assert status in rows, f"docs/reference/commands.md's exit statuses lack {status}"
+        for module in modules & set(shipped_commands()):
+            assert module in rows[status], f"the exit status {status} row does not name {module}"
+
+
+def test_the_exit_statuses_say_what_each_command_exits_with():
+    text = section(COMMANDS_PAGE, "Exit status")
+    for name in shipped_commands():
+        assert f"`{name}`" in text, f"docs/reference/commands.md's exit statuses leave {name} out"
