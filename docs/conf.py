@@ -46,7 +46,7 @@ nitpicky = True
 # Names the signatures mention that have no page of their own to link to.
 nitpick_ignore_regex = [
     ("py:class", r"(django|datetime|collections|contextlib|typing|argparse)\..*"),
-    ("py:class", r"jobclaims\.(windows|schedules)\..*"),
+    ("py:class", r"jobclaims\.(windows|schedules|cron|attempts)\..*"),
     ("py:class", r"~?(P|R|P\.args|P\.kwargs|Literal\[.*\]|WindowSpec)"),
     ("py:class", r"jobclaims\.claiming\.[PR]"),
     # The pipe that holds Instances at the start: internal to jobclaims.testing.
