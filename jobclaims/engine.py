@@ -2,7 +2,7 @@
 
 ``JobRun.objects.claim()`` builds the new row and hands it here. Most claims
 are settled by one INSERT; a claim that meets rows reads them once, judges
-them by the takeover rule (``jobclaims.states``), and either takes them over
+them by the takeover rule (``jobclaims.claims.rule``), and either takes them over
 with compare-and-set writes or steps aside, saying which row refused it.
 
 The unique constraints are the real guarantee; row locks, where the
@@ -24,9 +24,9 @@ from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import F, Manager, Q
 
 from jobclaims import events, leases, retries, slots, standby
+from jobclaims.claims.rule import Reason, Refusal, Status, frees, frees_q, may_take_over_q
 from jobclaims.clock import DatabaseNow, as_utc
 from jobclaims.sql import ClaimRow, Rival, claim_statements
-from jobclaims.states import Reason, Refusal, Status, frees, frees_q, may_take_over_q
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 
 class Takeover(NamedTuple):
-    """Which rows a claim may take over, as ``states.may_take_over`` takes it."""
+    """Which rows a claim may take over, as ``rule.may_take_over`` takes it."""
 
     force: bool
     take_failed: bool = True
@@ -82,7 +82,7 @@ def claim(
     the ``Refusal`` that was recorded as a skip. Without ``details`` the
     refusal may name only its reason, not the row that refused the claim,
     which saves the loser of a race one statement. Without ``take_failed``
-    a failed or retrying row refuses the claim (``states.may_take_over``).
+    a failed or retrying row refuses the claim (``rule.may_take_over``).
 
     The run's ``held_until`` says until when its lease is surely held: the
     lease counts from before the first statement was sent, however long the

@@ -1,7 +1,7 @@
 """The claim a run of a job holds on its window, and the runs that stepped aside.
 
 How a claim is taken lives in ``jobclaims.engine``; the rule for when a row
-may be taken over, in ``jobclaims.states``.
+may be taken over, in ``jobclaims.claims.rule``.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from jobclaims import (
     schedule_names,
     slots,
     standby,
-    states,
 )
+from jobclaims.claims import rule
+from jobclaims.claims.rule import Refusal, State
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, UnknownClaim
 from jobclaims.sql import claim_statements
-from jobclaims.states import Refusal, State
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -92,7 +92,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         )
 
     def in_state(self, state: str) -> JobRunQuerySet:
-        """Claims in ``state``, one of ``states.State``."""
+        """Claims in ``state``, one of ``rule.State``."""
         filters: dict[str, Callable[[], JobRunQuerySet]] = {
             State.ACTIVE: self.active,
             State.EXPIRED: self.expired,
@@ -110,7 +110,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
 
     def with_state(self) -> JobRunQuerySet:
         """Annotate ``state``, and ``db_now`` to measure the lease against."""
-        return self.annotate(state=states.state_expression(), db_now=DatabaseNow())
+        return self.annotate(state=rule.state_expression(), db_now=DatabaseNow())
 
     def listing(self, *, state: str | None = None, job: str | None = None) -> JobRunQuerySet:
         """Claims with their state, newest first, optionally of one state or job."""
@@ -358,7 +358,7 @@ class JobRun(models.Model):
     reused by every takeover, so ``attempt`` counts the holders it had.
     """
 
-    Status = states.Status
+    Status = rule.Status
 
     job = models.CharField(_("job"), max_length=200)
     window = models.CharField(_("window"), max_length=64)
@@ -702,7 +702,7 @@ class JobSkip(models.Model):
     claim row, so recording a skip never slows the holder.
     """
 
-    Reason = states.Reason
+    Reason = rule.Reason
 
     job = models.CharField(_("job"), max_length=200)
     window = models.CharField(_("window"), max_length=64)
@@ -790,8 +790,8 @@ class JobPauseQuerySet(models.QuerySet["JobPause"]):
         pause = self.in_force().filter(job__in=jobs).order_by("-paused_at", "-pk").first()
         if pause is None:
             return None
-        note = states.PauseNote(pause.paused_by, pause.paused_at, pause.reason, pause.until)
-        return Refusal(job, window, states.Reason.PAUSED, paused=note)
+        note = rule.PauseNote(pause.paused_by, pause.paused_at, pause.reason, pause.until)
+        return Refusal(job, window, rule.Reason.PAUSED, paused=note)
 
 
 _JobPauseManagerBase = ClaimsDatabaseManager.from_queryset(JobPauseQuerySet)

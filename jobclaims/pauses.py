@@ -23,12 +23,12 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from jobclaims import schedule_names
+from jobclaims.claims.rule import Reason
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import UnknownJob
 from jobclaims.models import JobPause, JobRun, JobSkip
 from jobclaims.schedules import entries
-from jobclaims.states import Reason
 
 
 def pause(

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from django.apps import apps
 from django.db import DatabaseError, NotSupportedError, OperationalError, connections
 
+from jobclaims.claims.rule import Reason, Status
 from jobclaims.clock import SQLITE_FORMAT, as_utc, now_sql, sqlite_stamp
-from jobclaims.states import Reason, Status
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper

@@ -55,7 +55,7 @@ def vendor() -> str:
 @pytest.fixture
 def one_of_each() -> dict[str, JobRun]:
     """A claim of charge_invoices in each state, one window apiece."""
-    from jobclaims.states import State
+    from jobclaims.claims.rule import State
     from tests.factories import claim_in_state
 
     return {

@@ -64,11 +64,11 @@ from jobclaims.claiming import (
     validate_wait,
     window_key,
 )
+from jobclaims.claims.rule import Reason, Refusal
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import LeaseLapsed
 from jobclaims.models import JobRun
-from jobclaims.states import Reason, Refusal
 from jobclaims.windows import WindowSpec, resolve
 
 #: Message headers a retry carries back: the window it is for, the token of

@@ -9,9 +9,9 @@ from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.test.utils import CaptureQueriesContext
 
+from jobclaims.claims.rule import Reason, Refusal, State, frees, frees_q
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.states import Reason, Refusal, State, frees, frees_q
 from tests.factories import claim_in_state
 
 pytestmark = pytest.mark.django_db
