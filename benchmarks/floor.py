@@ -22,7 +22,7 @@ from django.apps.registry import Apps
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from jobclaims.engine import process_owner
+from jobclaims.claims.engine import process_owner
 from jobclaims.models import JobRun
 
 FLOOR_TABLE = "bench_floor_jobrun"

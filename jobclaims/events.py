@@ -27,7 +27,7 @@ from jobclaims.conf import jobclaims_settings
 
 if TYPE_CHECKING:
     from jobclaims.claims.rule import Refusal
-    from jobclaims.sql import ClaimRow
+    from jobclaims.claims.statements import ClaimRow
 
 logger = logging.getLogger("jobclaims")
 

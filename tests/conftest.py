@@ -38,7 +38,7 @@ def django_db_setup(django_db_setup, django_db_blocker):
     runs Galera, once, which is no statement of any one claim."""
     from django.db import connections
 
-    from jobclaims.sql import claim_statements
+    from jobclaims.claims.statements import claim_statements
 
     with django_db_blocker.unblock():
         for alias in connections:

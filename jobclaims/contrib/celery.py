@@ -56,7 +56,7 @@ from celery import Celery, Task, states
 from celery.exceptions import Ignore, Retry
 from django.utils.dateparse import parse_datetime
 
-from jobclaims import engine, leases
+from jobclaims import leases
 from jobclaims.claiming import (
     holding,
     misordered_tasks,
@@ -64,6 +64,7 @@ from jobclaims.claiming import (
     validate_wait,
     window_key,
 )
+from jobclaims.claims import engine
 from jobclaims.claims.rule import Reason, Refusal
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
