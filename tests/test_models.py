@@ -49,7 +49,7 @@ def test_first_claim_of_a_window_is_attempt_one_with_a_lease_from_the_database_c
 
 def statements(queries: CaptureQueriesContext) -> list[str]:
     """The verb of each statement; MariaDB's "SET STATEMENT x FOR INSERT" is an INSERT."""
-    return [re.sub(r"^SET STATEMENT .+? FOR ", "", query["sql"]).split()[0] for query in queries]
+    return [re.sub(r"^SET STATEMENT .+? FOR\s+", "", query["sql"]).split()[0] for query in queries]
 
 
 def claims_by_inserting_first() -> bool:
