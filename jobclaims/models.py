@@ -18,7 +18,7 @@ from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import leases, retries, schedule_names, slots
+from jobclaims import leases, schedule_names, slots
 from jobclaims.claims import rule, validation
 from jobclaims.claims.engine import Claim, Takeover, process_owner
 from jobclaims.claims.rule import Refusal, State
@@ -327,17 +327,17 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             slot_start=slot_start,
             slot_end=slot_end,
         )
-        db = self.claims_db()
-        # A database jobclaims has no SQL for is refused before any read.
-        claim = Claim(new, db, lease=lease, rule=Takeover(force, take_failed), details=details)
-        # Read before any claim row, however the job was started: a paused
-        # job starts no run (jobclaims.pauses).
-        # A lost connection is tried again from a fresh one, as the claim is.
-        pauses = JobPause.objects.db_manager(db)
-        paused = retries.retrying(claim.connection, lambda: pauses.refusal(job, window))
-        if paused is not None:
-            return claim.step_aside(paused)
-        outcome = claim.take()
+        pauses = JobPause.objects.db_manager(self.claims_db())
+        # A database jobclaims has no SQL for is refused before any statement.
+        outcome = Claim(
+            new,
+            self.claims_db(),
+            lease=lease,
+            rule=Takeover(force, take_failed),
+            details=details,
+            # A paused job starts no run, however it was started (jobclaims.pauses).
+            paused=lambda: pauses.refusal(job, window),
+        ).take()
         # The claim hands back the row it was given or read from this table.
         return outcome if isinstance(outcome, Refusal) else cast("JobRun", outcome)
 
@@ -593,9 +593,10 @@ class JobPauseManager(_JobPauseManagerBase["JobPause"]):
 class JobPause(models.Model):
     """An operator's order that a job start no run: who gave it, when, why and until when.
 
-    Every claim of the job reads it first (``JobRunManager.try_claim()``),
-    so a pause holds however the job starts. A resumed pause keeps its row,
-    with who resumed it and when: the rows are the job's pause history.
+    Every claim of the job asks for it before it takes a claim row
+    (``jobclaims.claims.engine``), so a pause holds however the job starts.
+    A resumed pause keeps its row, with who resumed it and when: the rows
+    are the job's pause history.
     """
 
     job = models.CharField(_("job"), max_length=200)

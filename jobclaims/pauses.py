@@ -1,7 +1,8 @@
 """Pausing a job, and resuming it: what operators do while a vendor is down.
 
-A pause is a ``JobPause`` row. Every claim reads its job's pauses before
-any claim row (``JobRunManager.try_claim()``), so a paused job is refused,
+A pause is a ``JobPause`` row. Every claim asks for its job's pauses
+before it takes any claim row, in its own INSERT where it starts with one
+(``jobclaims.claims.engine``), so a paused job is refused,
 with the reason ``paused``, however it starts: the scheduler on any host, a
 crontab line, a Celery task, ``@claimed`` or ``claim()``. A run that had
 started before the pause committed goes on to its end.

@@ -71,6 +71,7 @@ def test_a_claim_that_needs_no_details_is_refused_by_the_rule_in_two_statements(
             expected = Reason.SUCCEEDED
         assert outcome.reason == expected
         assert list(JobSkip.objects.values_list("reason", "count")) == [(expected, 1)]
-        # The pause read; the INSERT that met a row, then the skip that
-        # read it (SQLite: the read, then the skip).
+        # The pause read, the INSERT that met a row (which asks for the pause
+        # itself on PostgreSQL, the read coming after it), then the skip that
+        # read the row (SQLite: the pause read, the read, then the skip).
         assert len(queries) == 3, [query["sql"] for query in queries]

@@ -82,7 +82,8 @@ class Claim:
 
     A claim being taken carries what every step of the attempt needs: the
     new row, its lease, which rows it may take over, whether a refusal must
-    name its row, and the budget of retries the whole attempt shares. A
+    name its row, how to read the pause that refuses it (if its job is
+    paused), and the budget of retries the whole attempt shares. A
     claim held (``Claim(run)`` of a run the table returned) carries only
     its run: its writes are compare-and-sets on the run's token.
     """
@@ -95,6 +96,7 @@ class Claim:
         lease: datetime.timedelta | None = None,
         rule: Takeover = _ANY_OPEN_ROW,
         details: bool = True,
+        paused: Callable[[], Refusal | None] = lambda: None,
     ):
         db = db or run._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
@@ -105,6 +107,7 @@ class Claim:
         self.lease = lease
         self.rule = rule
         self.details = details
+        self.paused = paused
         self.waits: Iterator[float] = iter(())
 
     # Taking the claim.
@@ -157,10 +160,18 @@ class Claim:
             return self._skip(cursor, refusal)
 
     def _take_bounded(self, maybe_committed: bool) -> Taken | Refusal:
-        """One connection's try at the claim, its commit bounded by STANDBY_TIMEOUT."""
+        """One connection's try at the claim, its commit bounded by STANDBY_TIMEOUT.
+
+        A paused job starts no run, however it was started: the pauses are
+        read before any claim row, unless the claim's first INSERT asks for
+        them itself (``_pauses_in_insert()``).
+        """
         new = self.run
         self.connection.ensure_connection()
-        if not self.rule.force and (refusal := self._slot_refusal(new, held=True)):
+        # A read, so tried again while the database asks (SQLite's busy file).
+        if not self._pauses_in_insert() and (
+            refusal := retries.retrying(self.connection, self._refusal_before_the_claim)
+        ):
             with self.connection.cursor() as cursor:
                 return self._skip(cursor, refusal)
         # A commit may wait for a synchronous standby; never forever.
@@ -178,6 +189,25 @@ class Claim:
         if not isinstance(outcome, Refusal) and watch.fired:
             raise standby.claim_not_acknowledged(new.job, new.window, outcome[0])
         return outcome
+
+    def _pauses_in_insert(self) -> bool:
+        """Whether the claim's first INSERT asks for the job's pauses, so that
+        only a claim it did not settle reads them (``_take_once()``): then a
+        claim of a new window is one statement (PostgreSQL). Not for a claim
+        of a slot, which reads the runs covering it first, after the pauses,
+        so that a paused job's refusal always says paused.
+        """
+        new = self.run
+        slotted = new.slot_start is not None and new.slot_end is not None
+        pauses = self.statements.checks_pauses_in_insert(self.connection)
+        return pauses and (self.rule.force or not slotted)
+
+    def _refusal_before_the_claim(self) -> Refusal | None:
+        """The pause of a paused job, or a run covering the same slot: each
+        refuses the claim before any claim row is read (or taken)."""
+        if paused := self.paused():
+            return paused
+        return None if self.rule.force else self._slot_refusal(self.run, held=True)
 
     def _own_claim(self) -> ClaimRow | None:
         """The window's row with the new run's token, if a try whose answer
@@ -271,6 +301,9 @@ class Claim:
         assert lease is not None
         if self.statements.claim_by_insert(cursor, new, lease):
             return new, None
+        # Nothing inserted: a row in the way, or (if it asked) a pause.
+        if self._pauses_in_insert() and (paused := self.paused()):
+            return self._skip(cursor, paused)
         if (
             not self.details
             and not self.rule.force

@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 #: A claim of a window nobody holds, in one statement that never waits:
 #: ``INSERT IGNORE`` inserts nothing where a unique key is taken, and the
 #: lock wait of 0 fails it at once where another transaction is writing that
-#: key. MariaDB's per-statement setting; MySQL, which lacks it, also lacks
+#: key. It does not ask for a pause, as PostgreSQL's does: only
+#: ``INSERT ... SELECT`` could, and InnoDB holds the table's AUTO-INC lock
+#: for the whole of one (``innodb_autoinc_lock_mode`` 1, the default),
+#: which makes every claim of every job wait for it, and fail at once
+#: (1467) under the lock wait of 0. The claim reads the pauses first.
+#: MariaDB's per-statement setting; MySQL, which lacks it, also lacks
 #: ``INSERT ... RETURNING``, so it never sends this.
 INSERT_UNLESS_TAKEN = """
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO jobclaims_jobrun

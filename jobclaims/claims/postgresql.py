@@ -11,10 +11,12 @@ from __future__ import annotations
 import datetime
 
 #: A claim of a window nobody holds, in one statement that never waits: it
-#: inserts nothing where a unique key is taken (a row holds the window or
-#: the job), and fails at once, rather than wait, where another transaction
-#: is writing that key. The lock timeout is set for this statement's own
-#: transaction, before the insert checks the keys; 1 ms, since 0 turns it off.
+#: inserts nothing where the job is paused (a pause not resumed whose
+#: ``until`` has not come), or a unique key is taken (a row holds the window
+#: or the job), and fails at once, rather than wait, where another
+#: transaction is writing that key. The lock timeout is set for this
+#: statement's own transaction, before the insert checks the keys; 1 ms,
+#: since 0 turns it off. The (job, resumed_at) index finds the pauses.
 INSERT_UNLESS_TAKEN = """
 INSERT INTO jobclaims_jobrun
     (job, "window", schedule, owner, token, holds_job, slot_start, slot_end,
@@ -23,6 +25,10 @@ SELECT %(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s, %(holds_job)s,
        %(slot_start)s, %(slot_end)s,
        'running', 1, 0, '', STATEMENT_TIMESTAMP(), STATEMENT_TIMESTAMP() + %(lease)s
 FROM (SELECT set_config('lock_timeout', '1', true)) AS no_wait
+WHERE NOT EXISTS (
+    SELECT FROM jobclaims_jobpause
+    WHERE job = %(job)s AND resumed_at IS NULL
+      AND ("until" IS NULL OR "until" > STATEMENT_TIMESTAMP()))
 ON CONFLICT DO NOTHING
 RETURNING id, claimed_at, expires_at
 """

@@ -107,6 +107,8 @@ class Written(NamedTuple):
     release: str
     #: A claim that never waits, where the database has one.
     insert_unless_taken: str | None = None
+    #: Whether ``insert_unless_taken`` inserts nothing for a paused job.
+    insert_checks_pauses: bool = False
     #: The read of the rows in the way and the skip's INSERT in one statement.
     skip_if_blocked: str | None = None
     skip_if_window_blocked: str | None = None
@@ -128,15 +130,16 @@ class ClaimStatements:
     def claim_by_insert(
         self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
     ) -> bool:
-        """Claim with one INSERT, unless a row stands in the way; never wait.
+        """Claim with one INSERT, unless the job is paused or a row stands
+        in the way; never wait.
 
-        Most claims are of a window nobody has claimed yet, and this settles
-        them in one statement. ``False`` means a row holds the window or the
-        job, or another transaction is writing one right now (a first claim,
-        a takeover, a fenced block): the caller then reads what has committed
-        and decides, rather than wait for that transaction to end. Also
-        ``False``, sending nothing, where the INSERT cannot be tried
-        (``claims_by_insert()``).
+        Most claims are of a window nobody has claimed yet, of a job nobody
+        paused, and this settles them in one statement. ``False`` means the
+        job is paused, a row holds the window or the job, or another
+        transaction is writing one right now (a first claim, a takeover, a
+        fenced block): the caller then reads what has committed and decides,
+        rather than wait for that transaction to end. Also ``False``, sending
+        nothing, where the INSERT cannot be tried (``claims_by_insert()``).
         """
         statement = self.sql.insert_unless_taken
         if statement is None or not self.claims_by_insert(cursor.db):
@@ -163,6 +166,11 @@ class ClaimStatements:
             and connection.features.can_return_columns_from_insert
             and not connection.in_atomic_block
         )
+
+    def checks_pauses_in_insert(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether ``claim_by_insert()`` on ``connection`` inserts nothing for
+        a paused job, so that the claim need not read the pauses first."""
+        return self.sql.insert_checks_pauses and self.claims_by_insert(connection)
 
     def rivals(self, cursor: CursorWrapper, run: ClaimRow) -> list[Rival]:
         """The window's row and, unless ``run`` may overlap, the job's holder."""
@@ -265,6 +273,7 @@ class PostgreSQLStatements(ClaimStatements):
             skip_unflushed=sql.SKIP_UNFLUSHED,
             release=sql.RELEASE,
             insert_unless_taken=sql.INSERT_UNLESS_TAKEN,
+            insert_checks_pauses=True,
             skip_if_blocked=sql.SKIP_IF_BLOCKED,
             skip_if_window_blocked=sql.SKIP_IF_WINDOW_BLOCKED,
         )
