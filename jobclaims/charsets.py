@@ -15,7 +15,7 @@ two ways:
   one job skipping because the other ran.
 
 PostgreSQL and SQLite store and tell apart every character.
-``jobclaims.claims.validation`` refuses a name with such a character where a
+``JobRun.validate_claim()`` refuses a name with such a character where a
 column would lose it, and check ``jobclaims.W003`` names the columns.
 """
 

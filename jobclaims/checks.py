@@ -314,7 +314,7 @@ def check_column_charsets(
 ) -> list[CheckMessage]:
     """jobclaims.W003: columns that lose 4-byte characters cannot keep every name apart.
 
-    Claims with such a name are refused (``jobclaims.claims.validation``); this
+    Claims with such a name are refused (``JobRun.validate_claim()``); this
     says so before the first one is, naming the tables to convert.
     """
     alias = _claims_database_in(app_configs, databases)

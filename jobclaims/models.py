@@ -316,7 +316,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         a scheduler's look at a fire, whose retries follow the job's policy.
         """
         owner = owner or process_owner()
-        validation.validate(self.model, JobSkip, job, window, lease, schedule, owner)
+        self.model.validate_claim(job, window, lease, schedule, owner)
         slot_start, slot_end = slots.bounds(schedule, window) or (None, None)
         new = self.model(
             job=job,
@@ -442,6 +442,19 @@ class JobRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} {self.window}"
+
+    @classmethod
+    def validate_claim(
+        cls,
+        job: str,
+        window: str,
+        lease: datetime.timedelta,
+        schedule: str = "",
+        owner: str = "",
+    ) -> None:
+        """Refuse a claim that the table could not store, naming the fix
+        (``jobclaims.claims.validation``); every claim checks this first."""
+        validation.validate(cls, JobSkip, job, window, lease, schedule, owner)
 
     def release(self, status: str = Status.SUCCEEDED, error: str = "") -> bool:
         """Record how the run ended and let the job's next run in.
