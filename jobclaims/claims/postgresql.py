@@ -16,7 +16,9 @@ import datetime
 #: or the job), and fails at once, rather than wait, where another
 #: transaction is writing that key. The lock timeout is set for this
 #: statement's own transaction, before the insert checks the keys; 1 ms,
-#: since 0 turns it off. The (job, resumed_at) index finds the pauses.
+#: since 0 turns it off. The (job, resumed_at) index finds the pauses; a
+#: pause of the job a schedule's claim name belongs to holds for it too
+#: (``jobclaims.schedule_names``).
 INSERT_UNLESS_TAKEN = """
 INSERT INTO jobclaims_jobrun
     (job, "window", schedule, owner, token, holds_job, slot_start, slot_end,
@@ -27,7 +29,7 @@ SELECT %(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s, %(holds_job)s,
 FROM (SELECT set_config('lock_timeout', '1', true)) AS no_wait
 WHERE NOT EXISTS (
     SELECT FROM jobclaims_jobpause
-    WHERE job = %(job)s AND resumed_at IS NULL
+    WHERE job IN (%(job)s, %(parent_job)s) AND resumed_at IS NULL
       AND ("until" IS NULL OR "until" > STATEMENT_TIMESTAMP()))
 ON CONFLICT DO NOTHING
 RETURNING id, claimed_at, expires_at

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from django.db import NotSupportedError, OperationalError, connections
 
+from jobclaims import schedule_names
 from jobclaims.claims import mysql, postgresql, sqlite
 from jobclaims.clock import as_utc
 
@@ -261,6 +262,13 @@ class ClaimStatements:
 
 
 class PostgreSQLStatements(ClaimStatements):
+    def _run_params(
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
+    ) -> dict[str, Any]:
+        # The job whose pause holds for this claim too, for INSERT_UNLESS_TAKEN.
+        parent_job = schedule_names.parent(run.job) or run.job
+        return {**super()._run_params(cursor, run, lease), "parent_job": parent_job}
+
     def _written(self, connection: BaseDatabaseWrapper) -> Written:
         sql = postgresql
         return Written(
