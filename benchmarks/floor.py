@@ -22,7 +22,7 @@ from django.apps.registry import Apps
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from jobclaims.engine import process_owner
+from jobclaims.claims.engine import process_owner
 from jobclaims.models import JobRun
 
 FLOOR_TABLE = "bench_floor_jobrun"
@@ -39,6 +39,7 @@ _COLUMNS = (
     "owner",
     "token",
     "attempt",
+    "failures",
     "holds_job",
     "claimed_at",
     "expires_at",
@@ -100,7 +101,7 @@ def _insert(
 ) -> str:
     return (
         f"{verb} INTO {FLOOR_TABLE} ({columns}) "
-        f"VALUES ({mark}, {mark}, '', 'running', {mark}, {mark}, 1, TRUE, {now}, {expires}, '') "
+        f"VALUES ({mark}, {mark}, '', 'running', {mark}, {mark}, 1, 0, TRUE, {now}, {expires}, '') "
         f"{conflict} RETURNING id, claimed_at, expires_at"
     )
 

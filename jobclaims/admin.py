@@ -21,6 +21,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from jobclaims import durations
+from jobclaims.claims.rule import MEANINGS, State
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview, gone_jobs, missed_windows
@@ -28,7 +29,6 @@ from jobclaims.job_discovery import schedule_of
 from jobclaims.models import JobRun, JobRunQuerySet, RetiredJob, SchedulerSeen
 from jobclaims.overview_output import describe
 from jobclaims.retiring import retire
-from jobclaims.states import MEANINGS, State
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldOpts

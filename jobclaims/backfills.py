@@ -22,13 +22,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from jobclaims import job_discovery, schedule_names
+from jobclaims.claims.rule import Reason, Refusal
 from jobclaims.clock import database_now
 from jobclaims.commands import JobCommand
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import UnknownJob
 from jobclaims.models import JobRun
 from jobclaims.schedules import entries
-from jobclaims.states import Reason, Refusal
 from jobclaims.windows import resolve
 
 #: The longest a window held up by a run of another window waits between looks.

@@ -108,3 +108,23 @@ def cached_lossy_columns(
 def forget() -> None:
     """Read the columns again at the next claim that needs them."""
     _lossy_by_alias.clear()
+
+
+def refuse_lossy(connection: BaseDatabaseWrapper, tables: Iterable[str], **values: str) -> None:
+    """Refuse a 4-byte character where a column would store it as "?" or
+    take it for any other, naming the conversion that fixes the table.
+
+    Only a name with such a character asks the database, once per process.
+    """
+    wide = {name: char for name, value in values.items() if (char := needs_four_bytes(value))}
+    if not wide:
+        return
+    lossy = cached_lossy_columns(connection, tables)
+    for name, char in wide.items():
+        for (table, column), why in sorted(lossy.items()):
+            if column == name:
+                raise ValueError(
+                    f"{name} {values[name]!r} has {char!r}, a character of 4 bytes, and "
+                    f"the {table}.{column} column {why}; convert the table with "
+                    f"ALTER TABLE {table} {CONVERSION}, or leave the character out"
+                )

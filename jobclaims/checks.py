@@ -26,12 +26,12 @@ from django.utils.module_loading import module_has_submodule
 
 from jobclaims import charsets, conf, job_discovery, leases, standby
 from jobclaims.claiming import CELERY_BODY_FIX, CELERY_BODY_PROBLEM
+from jobclaims.claims.statements import statements_class
 from jobclaims.commands import checking_a_job_run
 from jobclaims.conf import jobclaims_settings
 from jobclaims.documentation import page
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.schedules import problems
-from jobclaims.sql import statements_class
 
 TAG = "jobclaims"
 

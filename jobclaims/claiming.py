@@ -19,13 +19,13 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError, connections
 
-from jobclaims import leases, retries
+from jobclaims import durations, leases, retries
+from jobclaims.claims.rule import Refusal
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobCancelled, JobTimedOut, LeaseLapsed, NotClaimed
 from jobclaims.heartbeat import Heartbeat, lease_deadline
 from jobclaims.models import JobRun
-from jobclaims.states import Refusal
 from jobclaims.stopping import stops_held_back
 from jobclaims.windows import WindowSpec, resolve
 
@@ -298,7 +298,7 @@ def validate_wait(wait: datetime.timedelta | None) -> None:
     """Refuse a wait that is not a positive timedelta (or ``None``)."""
     if wait is None:
         return
-    if not isinstance(wait, datetime.timedelta) or wait <= datetime.timedelta():
+    if not durations.is_positive(wait):
         raise ValueError(f"wait must be a positive timedelta, or None not to wait, not {wait!r}")
 
 
@@ -306,7 +306,7 @@ def validate_max_run_time(max_run_time: datetime.timedelta | None) -> None:
     """Refuse a maximum run time that is not a positive timedelta (or ``None``)."""
     if max_run_time is None:
         return
-    if not isinstance(max_run_time, datetime.timedelta) or max_run_time <= datetime.timedelta():
+    if not durations.is_positive(max_run_time):
         raise ValueError(
             f"max_run_time must be a positive timedelta, or None for no limit, not {max_run_time!r}"
         )

@@ -17,6 +17,7 @@ from jobclaims import leases, retries, schedule_names, timeouts, windows
 from jobclaims.cancels import cancellation
 from jobclaims.children import adopt, use_parents_databases
 from jobclaims.claiming import claim_waiting, holding, validate_max_run_time, window_key
+from jobclaims.claims.rule import PauseNote, Reason, Refusal
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import (
@@ -30,7 +31,6 @@ from jobclaims.exceptions import (
 from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
 from jobclaims.schedules import JobSchedule, Schedule
-from jobclaims.states import PauseNote, Reason, Refusal
 from jobclaims.stopping import SelfStop, interrupting_on_stop_signals
 
 __all__ = ["JobCommand", "Schedule"]

@@ -27,7 +27,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import router
 from django.db.models import Model
 
-from jobclaims import leases
+from jobclaims import durations, leases
 
 SETTING_NAME = "JOBCLAIMS"
 
@@ -40,7 +40,7 @@ class _Setting:
 
 
 def _positive_timedelta(value: object) -> str:
-    if isinstance(value, datetime.timedelta) and value > datetime.timedelta():
+    if durations.is_positive(value):
         return ""
     return f"must be a positive datetime.timedelta, not {value!r}"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import re
+from typing import TypeGuard
 
 from django.utils.translation import gettext
 
@@ -23,6 +24,13 @@ MAX_AGE = datetime.timedelta(days=36525)
 
 # Largest first: a span is written in the largest unit it fills.
 _UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+
+
+def is_positive(span: object) -> TypeGuard[datetime.timedelta]:
+    """Whether ``span`` is a ``datetime.timedelta`` longer than zero: what
+    every lease, wait, timeout and deadline must be. Each caller words its
+    own message, naming the setting or argument the user gave."""
+    return isinstance(span, datetime.timedelta) and span > datetime.timedelta()
 
 
 def age(text: str) -> datetime.timedelta:

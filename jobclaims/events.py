@@ -26,8 +26,8 @@ from jobclaims import signals
 from jobclaims.conf import jobclaims_settings
 
 if TYPE_CHECKING:
-    from jobclaims.sql import ClaimRow
-    from jobclaims.states import Refusal
+    from jobclaims.claims.rule import Refusal
+    from jobclaims.claims.statements import ClaimRow
 
 logger = logging.getLogger("jobclaims")
 

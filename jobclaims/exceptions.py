@@ -7,7 +7,7 @@ import signal
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jobclaims.states import Refusal
+    from jobclaims.claims.rule import Refusal
 
 
 class ClaimLost(Exception):
@@ -65,7 +65,7 @@ class NotClaimed(Exception):
 
     def __init__(self, job: str, window: str, refusal: Refusal | None = None):
         self.job, self.window = job, window
-        #: Why, and the row that refused the claim (``jobclaims.states.Refusal``).
+        #: Why, and the row that refused the claim (``jobclaims.claims.rule.Refusal``).
         self.refusal = refusal
         why = refusal or "it is held by another instance or already done"
         super().__init__(f"{job} {window} was not claimed: {why}")

@@ -26,6 +26,8 @@ from __future__ import annotations
 import datetime
 import time
 
+from jobclaims import durations
+
 #: The longest lease a claim may take.
 MAX_LEASE = datetime.timedelta(days=366)
 
@@ -41,7 +43,7 @@ def problem(lease: object) -> str:
 
     The sentence follows the name of what was given: ``f"lease {problem}"``.
     """
-    if not isinstance(lease, datetime.timedelta) or lease <= datetime.timedelta():
+    if not durations.is_positive(lease):
         return f"must be a positive datetime.timedelta, not {lease!r}"
     if lease > MAX_LEASE:
         return f"is {lease}, longer than the {MAX_LEASE.days} days a lease may last; {ADVICE}"

@@ -1,39 +1,30 @@
 """The claim a run of a job holds on its window, and the runs that stepped aside.
 
-How a claim is taken lives in ``jobclaims.engine``; the rule for when a row
-may be taken over, in ``jobclaims.states``.
+What a row is lives here; how a claim is decided lives in
+``jobclaims.claims``: the rule for when a row may be taken over, the engine
+that takes it, and each database's statements.
 """
 
 from __future__ import annotations
 
 import datetime
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, TypeAlias, TypedDict, TypeVar, cast
 
-from django.db import DatabaseError, connections, models, transaction
-from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
+from django.db import models
+from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import (
-    charsets,
-    engine,
-    events,
-    leases,
-    retries,
-    schedule_names,
-    slots,
-    standby,
-    states,
-)
-from jobclaims.clock import DatabaseNow, database_now
+from jobclaims import leases, schedule_names, slots
+from jobclaims.claims import rule, validation
+from jobclaims.claims.engine import Claim, Takeover, process_owner
+from jobclaims.claims.rule import Refusal, State
+from jobclaims.clock import DatabaseNow
 from jobclaims.conf import jobclaims_settings
-from jobclaims.exceptions import ClaimLost, UnknownClaim
-from jobclaims.sql import claim_statements
-from jobclaims.states import Refusal, State
+from jobclaims.exceptions import UnknownClaim
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -92,7 +83,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         )
 
     def in_state(self, state: str) -> JobRunQuerySet:
-        """Claims in ``state``, one of ``states.State``."""
+        """Claims in ``state``, one of ``rule.State``."""
         filters: dict[str, Callable[[], JobRunQuerySet]] = {
             State.ACTIVE: self.active,
             State.EXPIRED: self.expired,
@@ -110,7 +101,7 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
 
     def with_state(self) -> JobRunQuerySet:
         """Annotate ``state``, and ``db_now`` to measure the lease against."""
-        return self.annotate(state=states.state_expression(), db_now=DatabaseNow())
+        return self.annotate(state=rule.state_expression(), db_now=DatabaseNow())
 
     def listing(self, *, state: str | None = None, job: str | None = None) -> JobRunQuerySet:
         """Claims with their state, newest first, optionally of one state or job."""
@@ -324,7 +315,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         ``take_failed=False`` leaves a failed or retrying window alone, for
         a scheduler's look at a fire, whose retries follow the job's policy.
         """
-        owner = owner or engine.process_owner()
+        owner = owner or process_owner()
         self.model.validate_claim(job, window, lease, schedule, owner)
         slot_start, slot_end = slots.bounds(schedule, window) or (None, None)
         new = self.model(
@@ -336,18 +327,18 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             slot_start=slot_start,
             slot_end=slot_end,
         )
-        db = self.claims_db()
-        # A database jobclaims has no SQL for is refused before any read.
-        claim_statements(connections[db])
-        # Read before any claim row, however the job was started: a paused
-        # job starts no run (jobclaims.pauses).
-        # A lost connection is tried again from a fresh one, as the claim is.
-        pauses = JobPause.objects.db_manager(db)
-        paused = retries.retrying(connections[db], lambda: pauses.refusal(job, window))
-        if paused is not None:
-            return engine.step_aside(self, db, new, paused)
-        outcome = engine.claim(self, db, new, lease, force, details, take_failed)
-        # The engine hands back the row it was given or read from this table.
+        pauses = JobPause.objects.db_manager(self.claims_db())
+        # A database jobclaims has no SQL for is refused before any statement.
+        outcome = Claim(
+            new,
+            self.claims_db(),
+            lease=lease,
+            rule=Takeover(force, take_failed),
+            details=details,
+            # A paused job starts no run, however it was started (jobclaims.pauses).
+            paused=lambda: pauses.refusal(job, window),
+        ).take()
+        # The claim hands back the row it was given or read from this table.
         return outcome if isinstance(outcome, Refusal) else cast("JobRun", outcome)
 
 
@@ -358,7 +349,7 @@ class JobRun(models.Model):
     reused by every takeover, so ``attempt`` counts the holders it had.
     """
 
-    Status = states.Status
+    Status = rule.Status
 
     job = models.CharField(_("job"), max_length=200)
     window = models.CharField(_("window"), max_length=64)
@@ -412,7 +403,7 @@ class JobRun(models.Model):
     expires_at = models.DateTimeField(_("expires at"), db_default=DatabaseNow())
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     error = models.TextField(_("error"), blank=True)
-    # db_default: the claim's own INSERT (jobclaims.sql) names only its
+    # db_default: the claim's own INSERT (jobclaims.claims.statements) names only its
     # columns; default: the claimed instance has the value, not an expression.
     cancelled_by = models.CharField(
         _("cancelled by"),
@@ -461,234 +452,45 @@ class JobRun(models.Model):
         schedule: str = "",
         owner: str = "",
     ) -> None:
-        """Refuse a claim that the table could not store, naming the fix.
-
-        Checked here, before any statement: MariaDB's ``INSERT IGNORE``
-        would cut an overlong value short instead of refusing it, and a lease
-        past ``leases.MAX_LEASE`` can end where no database keeps a date.
-        """
-        names = {"job": job, "window": window, "schedule": schedule}
-        if owner:  # Not named: the claim records this process, whose name fits.
-            names["owner"] = owner
-        for name, value in names.items():
-            field = cls._meta.get_field(name)
-            # These are CharFields: each has a max_length.
-            assert isinstance(field, models.CharField)
-            assert field.max_length is not None
-            limit = field.max_length
-            if not value and not field.blank:
-                raise ValueError(f"a claim needs a {name} name")
-            if len(value) > limit:
-                raise ValueError(
-                    f"{name} {value!r} is {len(value)} characters long; "
-                    f"shorten it to at most {limit}"
-                )
-            if "\x00" in value:  # PostgreSQL refuses it in text; others would cut the name there.
-                raise ValueError(f"{name} {value!r} contains a NUL character; remove it")
-        cls._refuse_what_a_column_would_lose(job=job, window=window, schedule=schedule)
-        if problem := leases.problem(lease):
-            raise ValueError(f"lease {problem}")
-
-    @classmethod
-    def _refuse_what_a_column_would_lose(cls, **values: str) -> None:
-        """Refuse a 4-byte character where a column would store it as "?" or
-        take it for any other (MariaDB's utf8mb3 and older collations).
-
-        Only a name with such a character asks the database, once per
-        process; see ``jobclaims.charsets``.
-        """
-        wide = {
-            name: char
-            for name, value in values.items()
-            if (char := charsets.needs_four_bytes(value))
-        }
-        if not wide:
-            return
-        connection = connections[jobclaims_settings.claims_database(cls)]
-        tables = [cls._meta.db_table, JobSkip._meta.db_table]
-        lossy = charsets.cached_lossy_columns(connection, tables)
-        for name, char in wide.items():
-            for (table, column), why in sorted(lossy.items()):
-                if column == name:
-                    raise ValueError(
-                        f"{name} {values[name]!r} has {char!r}, a character of 4 bytes, and "
-                        f"the {table}.{column} column {why}; convert the table with "
-                        f"ALTER TABLE {table} {charsets.CONVERSION}, or leave the character out"
-                    )
+        """Refuse a claim that the table could not store, naming the fix
+        (``jobclaims.claims.validation``); every claim checks this first."""
+        validation.validate(cls, JobSkip, job, window, lease, schedule, owner)
 
     def release(self, status: str = Status.SUCCEEDED, error: str = "") -> bool:
         """Record how the run ended and let the job's next run in.
 
         Returns ``False``, and writes nothing, when this claim is no longer
         ours: another instance took it over after our lease ran out. A
-        deadlock, a lock timeout or a lost connection is tried again
-        (``retries``), from a fresh connection after a lost one, until the
-        outcome is recorded or the lease this process knows of is gone (at
-        least ``retries.RETRY_FOR``); then the last error is raised. The
-        outcome of work that ran must not be lost to a moment's fault.
+        moment's fault is tried again until the outcome is recorded or the
+        lease is gone (``Claim.release()``); then the last error is raised.
         """
         if status not in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.TIMED_OUT):
             raise ValueError(f"release() takes succeeded, failed or timed-out, not {status!r}")
-        db = self._state.db
-        assert db is not None, "a claimed run was saved, so it has a database"
-        connection = connections[db]
-
-        tries = 0
-
-        def release_once() -> bool:
-            nonlocal tries
-            tries += 1
-            with connection.cursor() as cursor:
-                if claim_statements(connection).release(cursor, self, status, error):
-                    return True
-            # A try whose answer was lost may have recorded it already.
-            return tries > 1 and self._recorded_as(status)
-
-        # Until the lease is gone the outcome is still ours to record.
-        retry_for = max(retries.RETRY_FOR, self.held_for())
-        released = self._write(f"the {status} outcome", release_once, retry_for)
-        if not released:
-            return False
-        self.status, self.error, self.holds_job = status, error, None
-        # Set by the database clock: loaded from the row if it is read.
-        del self.finished_at
-        events.finished(self, self._stored_finished_at)
-        return True
+        return Claim(self).release(status, error)
 
     def renew(self, lease: datetime.timedelta, *, until: datetime.datetime | None = None) -> bool:
         """Extend the lease to ``lease`` from now, by the database clock, but
-        not past ``until``.
-
-        One autocommitted UPDATE: no lock outlives the statement, so a
-        renewing process that pauses never blocks a takeover. It extends only
-        a lease that has not run out, judged by the database clock in that
-        UPDATE: a lease that ended (it lapsed, or an operator expired it) is
-        never revived, even before another instance takes the window over.
-        Returns ``False``, and extends nothing, once the lease has ended or
-        the claim is no longer held. A renewal that returned late knows it:
-        ``held_until`` counts the new lease from before it was sent.
-        """
-        db = self._state.db
-        assert db is not None, "a claimed run was saved, so it has a database"
-        sent_at = leases.clock()
-        now = retries.retrying(connections[db], lambda: database_now(db))
-        expires_at = now + lease
-        if until is not None:
-            expires_at = min(expires_at, until)
-        running = self._held_rows().filter(expires_at__gt=DatabaseNow())
-        renewed = self._write(
-            "the renewal", lambda: running.update(expires_at=expires_at), retries.RETRY_FOR
-        )
-        if not renewed:
-            return False
-        self.expires_at = expires_at
-        self.held_until = leases.held_until(sent_at, expires_at - now)
-        return True
+        not past ``until``; ``False`` once the lease has ended or the claim is
+        no longer held (``Claim.renew()``)."""
+        return Claim(self).renew(lease, until)
 
     def held_for(self) -> float:
         """Seconds of its lease this process knows are left, by ``held_until``."""
         return leases.held_for(self.held_until)
-
-    def _write(self, what: str, statement: Callable[[], _T], retry_for: float) -> _T:
-        """Send one compare-and-set write, its standby wait bounded, and send it
-        again while the database asks (``retries``), from a fresh connection
-        when the last one was lost, for up to ``retry_for`` seconds."""
-        db = self._state.db
-        assert db is not None, "a claimed run was saved, so it has a database"
-        connection = connections[db]
-        waits = retries.pauses(retry_for)
-        while True:
-            try:
-                connection.ensure_connection()
-                with standby.bounded(connection) as watch:
-                    result = statement()
-                standby.warn_if_not_acknowledged(watch, what, self)
-                return result
-            except DatabaseError as error:
-                pause = next(waits, None)
-                if connection.in_atomic_block or not retries.is_transient(error) or pause is None:
-                    raise
-                retries.reconnect_after(connection, error)
-            time.sleep(pause)
 
     def ensure_held(self) -> None:
         """Raise ``ClaimLost`` unless this run still holds its claim.
 
         Call it between steps of a long job: one indexed read.
         """
-        if not self._held_rows().exists():
-            raise ClaimLost(self._lost_message())
+        Claim(self).ensure_held()
 
-    @contextmanager
-    def fenced(self) -> Iterator[None]:
-        """A transaction whose writes commit only while the claim is held.
-
-        Entering it locks the claim row and checks the token with one UPDATE,
-        which also takes SQLite's write lock at once, so no takeover can
-        interleave until the block commits or rolls back. Keep the block
-        short: while it is open, the next instance cannot take the window over.
-        Raises ``ClaimLost`` on entry, writing nothing, if the claim was lost.
-
-        Under REPEATABLE READ or SERIALIZABLE, entering while the heartbeat
-        renews the lease ends the transaction with a serialization failure;
-        nothing of the block has run then, so it is entered again in a new
-        transaction (unless it is nested in one of the caller's).
-        """
-        db = self._state.db
-        assert db is not None, "a claimed run was saved, so it has a database"
-        waits = retries.pauses() if not connections[db].in_atomic_block else iter(())
-        entered = False
-        while True:
-            try:
-                with transaction.atomic(using=db):
-                    if not self._held_rows().update(status=F("status")):
-                        raise ClaimLost(self._lost_message())
-                    entered = True
-                    yield
-                return
-            except DatabaseError as error:
-                pause = next(waits, None)
-                if entered or pause is None or not retries.is_transient(error):
-                    raise
-            time.sleep(pause)
-
-    def _held_rows(self) -> JobRunQuerySet:
-        """This run's row, as long as this run still holds it."""
-        return (
-            type(self)
-            .objects.using(self._state.db)
-            .filter(
-                pk=self.pk,
-                token=self.token,
-                status=self.Status.RUNNING,
-                holds_job=self.holds_job,
-            )
-        )
-
-    def _recorded_as(self, status: str) -> bool:
-        """Whether this run's row, still under its token, records ``status``."""
-        rows = type(self).objects.using(self._state.db)
-        return rows.filter(pk=self.pk, token=self.token, status=status).exists()
-
-    def _stored_finished_at(self) -> datetime.datetime | None:
-        """When this run finished, by the database clock; None once another
-        instance took the window over (a forced rerun, the retry of a
-        failure) and cleared it."""
-        finished_at = (
-            type(self)
-            .objects.using(self._state.db)
-            .filter(pk=self.pk, token=self.token)
-            .values_list("finished_at", flat=True)
-            .first()
-        )
-        self.finished_at = finished_at
-        return finished_at
-
-    def _lost_message(self) -> str:
-        return (
-            f"{self.job} {self.window} is no longer held by {self.owner}: its "
-            "lease ran out and another instance took over"
-        )
+    def fenced(self) -> AbstractContextManager[None]:
+        """A transaction whose writes commit only while the claim is held
+        (``Claim.fenced()``). Keep the block short: while it is open, the
+        next instance cannot take the window over. Raises ``ClaimLost`` on
+        entry, writing nothing, if the claim was lost."""
+        return Claim(self).fenced()
 
 
 class JobSkip(models.Model):
@@ -702,7 +504,7 @@ class JobSkip(models.Model):
     claim row, so recording a skip never slows the holder.
     """
 
-    Reason = states.Reason
+    Reason = rule.Reason
 
     job = models.CharField(_("job"), max_length=200)
     window = models.CharField(_("window"), max_length=64)
@@ -790,8 +592,8 @@ class JobPauseQuerySet(models.QuerySet["JobPause"]):
         pause = self.in_force().filter(job__in=jobs).order_by("-paused_at", "-pk").first()
         if pause is None:
             return None
-        note = states.PauseNote(pause.paused_by, pause.paused_at, pause.reason, pause.until)
-        return Refusal(job, window, states.Reason.PAUSED, paused=note)
+        note = rule.PauseNote(pause.paused_by, pause.paused_at, pause.reason, pause.until)
+        return Refusal(job, window, rule.Reason.PAUSED, paused=note)
 
 
 _JobPauseManagerBase = ClaimsDatabaseManager.from_queryset(JobPauseQuerySet)
@@ -804,9 +606,10 @@ class JobPauseManager(_JobPauseManagerBase["JobPause"]):
 class JobPause(models.Model):
     """An operator's order that a job start no run: who gave it, when, why and until when.
 
-    Every claim of the job reads it first (``JobRunManager.try_claim()``),
-    so a pause holds however the job starts. A resumed pause keeps its row,
-    with who resumed it and when: the rows are the job's pause history.
+    Every claim of the job asks for it before it takes a claim row
+    (``jobclaims.claims.engine``), so a pause holds however the job starts.
+    A resumed pause keeps its row, with who resumed it and when: the rows
+    are the job's pause history.
     """
 
     job = models.CharField(_("job"), max_length=200)

@@ -22,7 +22,7 @@ class JobOverview:
     schedule: JobSchedule
     #: The next fire times, soonest first.
     next_fires: list[datetime.datetime]
-    #: The job's newest claim, with ``state`` annotated (``jobclaims.states``).
+    #: The job's newest claim, with ``state`` annotated (``jobclaims.claims.rule``).
     last_run: JobRun | None
     #: Keys of recent fires no instance claimed, oldest first.
     missed: list[str]

@@ -1,7 +1,8 @@
 """Pausing a job, and resuming it: what operators do while a vendor is down.
 
-A pause is a ``JobPause`` row. Every claim reads its job's pauses before
-any claim row (``JobRunManager.try_claim()``), so a paused job is refused,
+A pause is a ``JobPause`` row. Every claim asks for its job's pauses
+before it takes any claim row, in its own INSERT where it starts with one
+(``jobclaims.claims.engine``), so a paused job is refused,
 with the reason ``paused``, however it starts: the scheduler on any host, a
 crontab line, a Celery task, ``@claimed`` or ``claim()``. A run that had
 started before the pause committed goes on to its end.
@@ -23,12 +24,12 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from jobclaims import schedule_names
+from jobclaims.claims.rule import Reason
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import UnknownJob
 from jobclaims.models import JobPause, JobRun, JobSkip
 from jobclaims.schedules import entries
-from jobclaims.states import Reason
 
 
 def pause(

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from django.db import DatabaseError
 
+from jobclaims.claims import mysql, postgresql, sqlite
+
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -39,26 +41,7 @@ T = TypeVar("T")
 #: write lock before it says "database is locked", so this allows two waits.
 RETRY_FOR = 12.0
 
-#: PostgreSQL's SQLSTATEs for deadlock_detected, serialization_failure and
-#: lock_not_available.
-_POSTGRESQL = frozenset({"40P01", "40001", "55P03"})
-#: MariaDB's ER_LOCK_DEADLOCK (also a Galera certification conflict) and
-#: ER_LOCK_WAIT_TIMEOUT (also a Galera node that cannot catch up for a causal
-#: read), and ER_UNKNOWN_COM_ERROR, which a Galera node outside the cluster's
-#: primary component answers to everything ("WSREP has not yet prepared node
-#: for application use") until it rejoins, often within seconds.
-_MYSQL = frozenset({1213, 1205, 1047})
-#: MariaDB's and MySQL's client errors for a server that cannot be reached
-#: (CR_CONNECTION_ERROR 2002, CR_CONN_HOST_ERROR 2003) or went away
-#: (CR_SERVER_GONE_ERROR 2006, CR_SERVER_LOST 2013), and the server errors of
-#: a Galera node outside the primary component (1047, and ER_ERROR_DURING_COMMIT
-#: 1180, which it answers a COMMIT with).
-_MYSQL_DISCONNECTS = frozenset({2002, 2003, 2006, 2013, 1047, 1180})
-#: PostgreSQL's admin_shutdown, crash_shutdown and cannot_connect_now; the
-#: whole 08 class (connection_exception) is one too.
-_POSTGRESQL_DISCONNECTS = frozenset({"57P01", "57P02", "57P03"})
-#: SQLite's SQLITE_BUSY and SQLITE_LOCKED (named in sqlite3 from Python 3.11).
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+# Each backend's codes sit beside its statements, in jobclaims/claims/.
 
 
 def is_transient(error: DatabaseError) -> bool:
@@ -71,12 +54,12 @@ def is_transient(error: DatabaseError) -> bool:
         return False
     if is_disconnect(error):
         return True
-    sqlstate = _sqlstate(cause)
+    sqlstate = postgresql.sqlstate(cause)
     if sqlstate is not None:
-        return sqlstate in _POSTGRESQL
+        return sqlstate in postgresql.TRANSIENT
     if isinstance(cause, sqlite3.Error):
-        return _sqlite_code(cause) in (_SQLITE_BUSY, _SQLITE_LOCKED)
-    return bool(cause.args) and cause.args[0] in _MYSQL
+        return _sqlite_code(cause) in (sqlite.BUSY, sqlite.LOCKED)
+    return bool(cause.args) and cause.args[0] in mysql.TRANSIENT
 
 
 def is_disconnect(error: DatabaseError) -> bool:
@@ -89,12 +72,12 @@ def is_disconnect(error: DatabaseError) -> bool:
     cause = error.__cause__
     if cause is None or isinstance(cause, sqlite3.Error):
         return False
-    sqlstate = _sqlstate(cause)
+    sqlstate = postgresql.sqlstate(cause)
     if sqlstate is not None:
-        return sqlstate.startswith("08") or sqlstate in _POSTGRESQL_DISCONNECTS
+        return sqlstate.startswith("08") or sqlstate in postgresql.DISCONNECTS
     if type(cause).__module__.startswith("psycopg"):
         return type(cause).__name__ in ("OperationalError", "InterfaceError")
-    return bool(cause.args) and cause.args[0] in _MYSQL_DISCONNECTS
+    return bool(cause.args) and cause.args[0] in mysql.DISCONNECTS
 
 
 def is_cancelled(error: DatabaseError) -> bool:
@@ -104,19 +87,13 @@ def is_cancelled(error: DatabaseError) -> bool:
     as a wait ended anyway lands on the next statement, which wrote nothing.
     """
     cause = error.__cause__
-    return cause is not None and _sqlstate(cause) == "57014"
+    return cause is not None and postgresql.sqlstate(cause) == "57014"
 
 
 def summary(error: DatabaseError) -> str:
     """A database error on one line, as a one-line message quotes it: the
     drivers' messages span lines ("Is the server running on that host...")."""
     return " ".join(str(error).split())[:200] or type(error).__name__
-
-
-def _sqlstate(cause: BaseException) -> str | None:
-    """PostgreSQL's SQLSTATE: psycopg (3) and psycopg2 name it differently."""
-    sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
-    return None if sqlstate is None else str(sqlstate)
 
 
 def reconnect_after(connection: BaseDatabaseWrapper, error: DatabaseError) -> None:
@@ -135,9 +112,9 @@ def _sqlite_code(error: sqlite3.Error) -> int | None:
         return int(code) & 0xFF
     message = str(error)
     if "database is locked" in message:
-        return _SQLITE_BUSY
+        return sqlite.BUSY
     if "database table is locked" in message:
-        return _SQLITE_LOCKED
+        return sqlite.LOCKED
     return None
 
 

@@ -42,12 +42,12 @@ from django.db.models import Q
 
 from jobclaims import attempts, cancels, pauses, schedule_versions, timeouts, windows
 from jobclaims.children import job_argv, job_environment
+from jobclaims.claims.rule import Refusal
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun
 from jobclaims.schedules import ON_TIME, JobSchedule, Misfire
 from jobclaims.seen import SeenRecorder
-from jobclaims.states import Refusal
 
 #: While children run or fires wait to be caught up, look again this often.
 POLL = 1.0
@@ -67,7 +67,7 @@ _STOPPED_STATUSES = frozenset(128 + signum for signum in (signal.SIGTERM, signal
 
 
 @dataclass
-class Refused:
+class HeldFire:
     """A fire another holder's claim refused, and when to look at it again."""
 
     fire: datetime.datetime
@@ -154,7 +154,7 @@ class Scheduler:
         #: Jobs with missed fires still to catch up (misfire = "all").
         self.catching_up: set[str] = set()
         #: Per job, its latest fire that another holder's claim refused.
-        self.refused: dict[str, Refused] = {}
+        self.refused: dict[str, HeldFire] = {}
         #: Per job, the retry this host scheduled last (``--once`` waits for it).
         self.awaited: dict[str, Awaited] = {}
         self.stopping = threading.Event()
@@ -238,7 +238,7 @@ class Scheduler:
                     won.append((job, fire, run))
                     break
                 look_at = now + min(job.lease, START_LEASE) + LOOK_AGAIN
-                self.refused[job.job] = Refused(fire, key, look_at)
+                self.refused[job.job] = HeldFire(fire, key, look_at)
         # Every claim first, then the processes: starting one takes longer
         # than a claim, and the other fires' claims need not wait for it.
         for job, fire, run in won:

@@ -30,7 +30,7 @@ from typing import Protocol
 
 from django.utils import timezone
 
-from jobclaims import attempts, leases, schedule_names, timeouts, windows
+from jobclaims import attempts, durations, leases, schedule_names, timeouts, windows
 from jobclaims.attempts import RetryPolicy
 from jobclaims.cron import CronSchedule, named_zone
 
@@ -392,7 +392,7 @@ def _jitter_problems(jitter: datetime.timedelta | None, crons: list[CronSchedule
     the next one."""
     if jitter is None:
         return []
-    if not isinstance(jitter, datetime.timedelta) or jitter <= datetime.timedelta():
+    if not durations.is_positive(jitter):
         return [f"jitter must be a positive timedelta or None, not {jitter!r}"]
     for cron in crons:
         first, second = cron.shortest_gap()
@@ -415,7 +415,7 @@ def _deadline_problems(command_class: type[ScheduledCommand]) -> list[str]:
     deadline = command_class.misfire_deadline
     if deadline is None:
         return []
-    if not isinstance(deadline, datetime.timedelta) or deadline <= datetime.timedelta():
+    if not durations.is_positive(deadline):
         return ["misfire_deadline must be a positive timedelta or None"]
     if deadline < ON_TIME:
         return [

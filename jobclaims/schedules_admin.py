@@ -44,13 +44,13 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from jobclaims import backfills, children, durations, job_discovery, pauses
+from jobclaims.claims.rule import Refusal
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import JobHealth, read_health
 from jobclaims.models import JobPause, JobRun, ScheduledJob, SchedulerSeen
 from jobclaims.overview import overview
 from jobclaims.schedules import JobSchedule
-from jobclaims.states import Refusal
 
 #: How many fires to come the page shows per schedule.
 NEXT_FIRES = 5

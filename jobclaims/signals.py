@@ -22,7 +22,7 @@ claim_taken_over = Signal()
 #: An instance stepped aside: ``job``, ``window`` and ``reason``, one of
 #: "held" (another instance holds the window), "succeeded" (it already ran)
 #: or "overlap" (a run of another window still holds the job); and
-#: ``refusal`` (``jobclaims.states.Refusal``), which names the row that
+#: ``refusal`` (``jobclaims.claims.rule.Refusal``), which names the row that
 #: refused the claim: its window, holder, status and lease end.
 claim_skipped = Signal()
 

@@ -19,8 +19,8 @@ import datetime
 
 from django.db.models import Q, QuerySet
 
+from jobclaims.claims.rule import Status
 from jobclaims.clock import DatabaseNow
-from jobclaims.states import Status
 from jobclaims.windows import CalendarWindow, FixedWindow, _moment, from_name
 
 Slot = tuple[datetime.datetime, datetime.datetime]

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections, transaction
 
+from jobclaims.claims.statements import ClaimRow, claim_statements
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import StandbyTimeout
-from jobclaims.sql import ClaimRow, claim_statements
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper

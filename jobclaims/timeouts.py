@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from jobclaims import durations
 from jobclaims.exceptions import JobTimedOut
 from jobclaims.models import JobRun
 from jobclaims.stopping import SelfStop
@@ -41,7 +42,7 @@ DEFAULT_GRACE = datetime.timedelta(seconds=10)
 def problems(name: str, timeout: object, grace: object) -> list[str]:
     """What is wrong with a job's ``timeout`` and ``timeout_grace``, naming the fix."""
     found = []
-    if timeout is not None and (not isinstance(timeout, datetime.timedelta) or timeout <= ZERO):
+    if timeout is not None and not durations.is_positive(timeout):
         found.append(
             f"{name}: timeout must be a positive datetime.timedelta, like "
             f"timedelta(minutes=30), or None for no timeout, not {timeout!r}"

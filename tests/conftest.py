@@ -38,7 +38,7 @@ def django_db_setup(django_db_setup, django_db_blocker):
     runs Galera, once, which is no statement of any one claim."""
     from django.db import connections
 
-    from jobclaims.sql import claim_statements
+    from jobclaims.claims.statements import claim_statements
 
     with django_db_blocker.unblock():
         for alias in connections:
@@ -55,7 +55,7 @@ def vendor() -> str:
 @pytest.fixture
 def one_of_each() -> dict[str, JobRun]:
     """A claim of charge_invoices in each state, one window apiece."""
-    from jobclaims.states import State
+    from jobclaims.claims.rule import State
     from tests.factories import claim_in_state
 
     return {

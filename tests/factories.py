@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, cast
 
+from jobclaims.claims.rule import State
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, Skips
-from jobclaims.states import State
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations

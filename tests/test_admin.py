@@ -17,9 +17,9 @@ from django.urls import reverse
 
 from jobclaims.admin import JobRunAdmin
 from jobclaims.claiming import claim
+from jobclaims.claims.rule import State
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, SchedulerSeen
-from jobclaims.states import State
 from jobclaims.windows import resolve
 from tests.factories import claim_fields, claim_in_state
 

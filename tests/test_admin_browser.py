@@ -19,8 +19,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
+from jobclaims.claims.rule import State
 from jobclaims.models import JobRun
-from jobclaims.states import State
 from tests.factories import claim_in_state
 
 pytestmark = pytest.mark.django_db(transaction=True)

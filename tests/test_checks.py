@@ -330,7 +330,7 @@ def test_w002_is_given_exactly_where_the_admins_list_of_claims_fails():
     from django.test import Client
     from django.urls import reverse
 
-    from jobclaims.states import State
+    from jobclaims.claims.rule import State
     from tests.factories import claim_in_state
 
     changelist = reverse("admin:jobclaims_jobrun_changelist")

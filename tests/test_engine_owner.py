@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from jobclaims.engine import process_owner
+from jobclaims.claims.engine import process_owner
 
 
 def test_a_forked_child_draws_an_owner_of_its_own():

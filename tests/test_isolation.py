@@ -16,8 +16,8 @@ from collections import Counter
 import pytest
 from django.db import connection
 
+from jobclaims.claims.rule import State
 from jobclaims.models import JobRun
-from jobclaims.states import State
 from jobclaims.testing import race
 from tests.factories import claim_in_state
 from tests.racers import Racers

@@ -6,8 +6,8 @@ import datetime
 
 import pytest
 
+from jobclaims.claims.rule import State
 from jobclaims.models import JobRun
-from jobclaims.states import State
 from tests.factories import claim_in_state
 from tests.helpers import run_command, states_of
 

@@ -6,9 +6,9 @@ import datetime
 
 import pytest
 
+from jobclaims.claims.rule import State
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.states import State
 from tests.factories import claim_in_state
 from tests.helpers import run_command
 

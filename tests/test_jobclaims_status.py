@@ -11,10 +11,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from jobclaims.claiming import claim
+from jobclaims.claims.rule import State
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, SchedulerSeen
 from jobclaims.seen import fingerprint
-from jobclaims.states import State
 from jobclaims.testing import race
 from jobclaims.windows import resolve
 from tests.factories import claim_in_state

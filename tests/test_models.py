@@ -11,6 +11,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from jobclaims.claims.statements import claim_statements
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
 from tests.factories import stored_with_skips
@@ -49,7 +50,7 @@ def test_first_claim_of_a_window_is_attempt_one_with_a_lease_from_the_database_c
 
 def statements(queries: CaptureQueriesContext) -> list[str]:
     """The verb of each statement; MariaDB's "SET STATEMENT x FOR INSERT" is an INSERT."""
-    return [re.sub(r"^SET STATEMENT .+? FOR ", "", query["sql"]).split()[0] for query in queries]
+    return [re.sub(r"^SET STATEMENT .+? FOR\s+", "", query["sql"]).split()[0] for query in queries]
 
 
 def claims_by_inserting_first() -> bool:
@@ -60,12 +61,21 @@ def claims_by_inserting_first() -> bool:
     return features.has_select_for_update and features.can_return_columns_from_insert
 
 
-def test_a_first_claim_and_its_release_take_two_statements_after_the_pause_read():
+def pauses_in_the_insert() -> bool:
+    """Where the claim's first INSERT asks for the job's pauses itself
+    (PostgreSQL; MariaDB's would take the table's AUTO-INC lock)."""
+    return claim_statements(connection).checks_pauses_in_insert(connection)
+
+
+def test_a_first_claim_and_its_release_take_two_statements_where_the_insert_reads_the_pauses():
     with CaptureQueriesContext(connection) as queries:
         held().release()
-    # Every claim first reads whether its job is paused.
+    # Every claim first asks whether its job is paused: in its INSERT where
+    # that INSERT can ask (PostgreSQL), else in a read of its own.
     assert "jobclaims_jobpause" in queries[0]["sql"]
-    if claims_by_inserting_first():
+    if claims_by_inserting_first() and pauses_in_the_insert():
+        assert statements(queries) == ["INSERT", "UPDATE"]
+    elif claims_by_inserting_first():
         assert statements(queries)[1:] == ["INSERT", "UPDATE"]
     elif connection.features.can_return_columns_from_insert:  # SQLite: a read first.
         assert statements(queries)[1:] == ["SELECT", "INSERT", "UPDATE"]
@@ -91,11 +101,13 @@ def test_a_refused_claim_writes_no_claim_row_and_records_its_skip_with_one_inser
     claim()
     with CaptureQueriesContext(connection) as queries:
         assert claim() is None
-    # After the pause read:
-    if claims_by_inserting_first():
-        # The INSERT that claims a new window does nothing on a taken one.
+    if claims_by_inserting_first() and pauses_in_the_insert():
+        # The INSERT that claims a new window does nothing on a taken one;
+        # then the pause read, the read of the row in the way, the skip.
+        assert statements(queries) == ["INSERT", "SELECT", "SELECT", "INSERT"]
+    elif claims_by_inserting_first():  # After the pause read:
         assert statements(queries)[1:] == ["INSERT", "SELECT", "INSERT"]
-    else:
+    else:  # After the pause read:
         assert statements(queries)[1:] == ["SELECT", "INSERT"]
     assert "jobclaims_jobskip" in queries[-1]["sql"]
     assert JobRun.objects.get().attempt == 1

@@ -11,12 +11,12 @@ import pytest
 
 from jobclaims import pauses
 from jobclaims.claiming import claim, claimed
+from jobclaims.claims.rule import Reason, Refusal
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.exceptions import NotClaimed, UnknownJob
 from jobclaims.job_discovery import scheduled_jobs
 from jobclaims.models import JobPause, JobRun, JobSkip
 from jobclaims.scheduler import Scheduler
-from jobclaims.states import Reason, Refusal
 from jobclaims.testing import race, schedules_in_force_since, start
 from tests.helpers import run_command, wait_until
 from tests.testapp.models import Charge

@@ -9,10 +9,10 @@ from django.db import connection
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
+from jobclaims.claims.rule import State
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.pruning import prune, prune_skips
-from jobclaims.states import State
 from jobclaims.testing import race
 from tests.factories import claim_in_state
 from tests.testapp.models import Charge

@@ -16,9 +16,9 @@ from django.db import DatabaseError, IntegrityError, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from jobclaims import retries
+from jobclaims.claims.rule import State
+from jobclaims.claims.statements import claim_statements
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.sql import claim_statements
-from jobclaims.states import State
 from tests.factories import claim_in_state
 from tests.helpers import run_command
 from tests.testapp.models import Charge

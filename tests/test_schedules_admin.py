@@ -17,10 +17,10 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from jobclaims.children import child_environment
+from jobclaims.claims.rule import State
 from jobclaims.clock import database_now
 from jobclaims.models import JobPause, JobRun, SchedulerSeen, ScheduleVersion
 from jobclaims.schedule_versions import fingerprint
-from jobclaims.states import State
 from jobclaims.testing import StartingLine
 from tests.admin_clicks import START_VARIABLE
 from tests.factories import claim_in_state

@@ -15,9 +15,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
+from jobclaims.claims.rule import State
 from jobclaims.clock import database_now
 from jobclaims.models import JobPause, JobRun, SchedulerSeen
-from jobclaims.states import State
 from jobclaims.testing import schedules_in_force_since
 from tests import test_admin_browser as chromium
 from tests.factories import claim_in_state

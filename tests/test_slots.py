@@ -12,9 +12,9 @@ from django.db import connection
 from django.test import override_settings
 
 from jobclaims import slots, windows
+from jobclaims.claims.rule import Reason, Refusal
 from jobclaims.cron import CronSchedule
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.states import Reason, Refusal
 from jobclaims.testing import race
 from tests.testapp.models import Charge
 

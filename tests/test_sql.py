@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 from django.db import NotSupportedError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobclaims.models import JobRun, JobSkip
+from jobclaims.claims import mysql, postgresql, sqlite
+from jobclaims.models import JobPause, JobRun, JobSkip
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,3 +90,35 @@ def test_a_claim_on_a_database_without_written_out_sql_is_refused_naming_the_fix
         JobRun.objects.claim("charge", "2026-11-29", lease=LEASE)
     monkeypatch.undo()
     assert not JobRun.objects.exists()
+
+
+@pytest.mark.parametrize("backend", [postgresql, mysql, sqlite], ids=lambda module: module.__name__)
+def test_every_backends_statements_name_the_models_own_table_and_columns(backend):
+    # The statements are written whole, so a renamed field or table would
+    # leave them behind; the claim tests run only the database at hand.
+    assert (JobRun._meta.db_table, JobSkip._meta.db_table) == (
+        "jobclaims_jobrun",
+        "jobclaims_jobskip",
+    )
+    columns = {
+        "jobclaims_jobrun": {field.column for field in JobRun._meta.concrete_fields},
+        "jobclaims_jobskip": {field.column for field in JobSkip._meta.concrete_fields},
+    }
+    inserts = [
+        statement
+        for name, statement in vars(backend).items()
+        if name.isupper() and isinstance(statement, str) and "INSERT" in statement
+    ]
+    assert inserts
+    for statement in inserts:
+        into = re.search(r"INTO (\w+)\s*\(([^)]*)\)", statement)
+        assert into is not None, statement
+        table, named = into.groups()
+        assert {name.strip(' `"\n') for name in named.split(",")} <= columns[table], statement
+    pauses = [statement for statement in inserts if "jobclaims_jobpause" in statement]
+    pause_columns = {field.column for field in JobPause._meta.concrete_fields}
+    assert JobPause._meta.db_table == "jobclaims_jobpause"
+    assert {"job", "resumed_at", "until"} <= pause_columns
+    assert all("resumed_at IS NULL" in statement for statement in pauses)
+    assert {"running", "succeeded"} <= {status.value for status in JobRun.Status}
+    assert {"held", "succeeded", "overlap"} <= {reason.value for reason in JobSkip.Reason}

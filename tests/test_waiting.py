@@ -9,10 +9,10 @@ import time
 import pytest
 
 from jobclaims.claiming import claim, claimed, window_key
+from jobclaims.claims.rule import Reason, Refusal, State
 from jobclaims.clock import database_now
 from jobclaims.exceptions import NotClaimed
 from jobclaims.models import JobRun
-from jobclaims.states import Reason, Refusal, State
 from tests.factories import claim_in_state
 from tests.helpers import run_command
 from tests.testapp.management.commands.charge_ledger import Command as ChargeLedger

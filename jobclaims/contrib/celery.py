@@ -56,7 +56,7 @@ from celery import Celery, Task, states
 from celery.exceptions import Ignore, Retry
 from django.utils.dateparse import parse_datetime
 
-from jobclaims import engine, leases
+from jobclaims import leases
 from jobclaims.claiming import (
     holding,
     misordered_tasks,
@@ -64,11 +64,12 @@ from jobclaims.claiming import (
     validate_wait,
     window_key,
 )
+from jobclaims.claims import engine
+from jobclaims.claims.rule import Reason, Refusal
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import LeaseLapsed
 from jobclaims.models import JobRun
-from jobclaims.states import Reason, Refusal
 from jobclaims.windows import WindowSpec, resolve
 
 #: Message headers a retry carries back: the window it is for, the token of

@@ -43,8 +43,9 @@ def _wrap_statements(sender, connection, **kwargs):
 
 
 def _stop_around_release(execute, sql, params, many, context):
-    # release() is the one UPDATE whose first parameter is an outcome.
-    releasing = sql.startswith("UPDATE") and params and params[0] in ("succeeded", "failed")
+    # release() is the one UPDATE whose status parameter is an outcome.
+    outcome = params.get("status") if isinstance(params, dict) else None
+    releasing = sql.startswith("UPDATE") and outcome in ("succeeded", "failed")
     when = os.environ["TESTAPP_STOP_AROUND_RELEASE"]
     if releasing and when == "before":
         _stop("stopped before recording the outcome")

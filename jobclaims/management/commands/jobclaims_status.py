@@ -9,6 +9,7 @@ from django.db import DatabaseError
 
 from jobclaims import durations
 from jobclaims.checks import check_schedules
+from jobclaims.claims.rule import State
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.health import checked_overview, known_jobs, missed_windows, read_health
@@ -16,7 +17,6 @@ from jobclaims.job_discovery import scheduled_jobs
 from jobclaims.models import JobRun, SchedulerSeen
 from jobclaims.overview import JobOverview
 from jobclaims.overview_output import as_document, describe
-from jobclaims.states import State
 
 if TYPE_CHECKING:
     from jobclaims.models import ListedRun

@@ -9,9 +9,9 @@ from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.test.utils import CaptureQueriesContext
 
+from jobclaims.claims.rule import Reason, Refusal, State, frees, frees_q
 from jobclaims.clock import DatabaseNow, database_now
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.states import Reason, Refusal, State, frees, frees_q
 from tests.factories import claim_in_state
 
 pytestmark = pytest.mark.django_db
@@ -71,6 +71,7 @@ def test_a_claim_that_needs_no_details_is_refused_by_the_rule_in_two_statements(
             expected = Reason.SUCCEEDED
         assert outcome.reason == expected
         assert list(JobSkip.objects.values_list("reason", "count")) == [(expected, 1)]
-        # The pause read; the INSERT that met a row, then the skip that
-        # read it (SQLite: the read, then the skip).
+        # The pause read, the INSERT that met a row (which asks for the pause
+        # itself on PostgreSQL, the read coming after it), then the skip that
+        # read the row (SQLite: the pause read, the read, then the skip).
         assert len(queries) == 3, [query["sql"] for query in queries]

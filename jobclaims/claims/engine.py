@@ -1,0 +1,666 @@
+"""One claim, from its first statement to a held run or a refusal, and on to its end.
+
+``JobRun.objects.try_claim()`` builds the new row and hands it to a
+``Claim``. Most claims are settled by one INSERT; a claim that meets rows
+reads them once, judges them by the takeover rule (``jobclaims.claims.rule``),
+and either takes them over with compare-and-set writes or steps aside,
+saying which row refused it. The held run's ``release()``, ``renew()`` and
+``fenced()`` come back here too: every write a holder makes is a
+compare-and-set on its token, its standby wait bounded and tried again
+while the database asks (``jobclaims.retries``).
+
+The unique constraints are the real guarantee; row locks, where the
+database has them, make contenders skip instead of wait.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from django.db import DatabaseError, IntegrityError, connections, transaction
+from django.db.models import F, Q
+
+from jobclaims import events, leases, retries, slots, standby
+from jobclaims.claims.rule import Reason, Refusal, Status, frees, frees_q, may_take_over_q
+from jobclaims.claims.statements import ClaimRow, Rival, claim_statements
+from jobclaims.clock import DatabaseNow, as_utc, database_now
+from jobclaims.exceptions import ClaimLost
+
+if TYPE_CHECKING:
+    from django.db.backends.utils import CursorWrapper
+    from django.db.models import QuerySet
+
+_T = TypeVar("_T")
+
+
+class Takeover(NamedTuple):
+    """Which rows a claim may take over, as ``rule.may_take_over`` takes it."""
+
+    force: bool = False
+    take_failed: bool = True
+
+
+#: The rule of a claim that neither forces nor leaves failed rows alone.
+_ANY_OPEN_ROW = Takeover()
+
+#: A claim taken: the run, and the status its row had before (None for a new row).
+Taken = tuple[ClaimRow, "str | None"]
+
+# Host and pid alone are not unique: every container's first process is pid 1,
+# and pids are reused. A random id drawn per process settles it.
+_PROCESS_ID = secrets.token_hex(4)
+
+
+def _draw_again() -> None:
+    """Give a forked child an id of its own.
+
+    A Celery worker (or gunicorn) imports the app, then forks its pool: the
+    children would all carry the parent's id, and a reused pid in one of
+    them would make its owner indistinguishable from the parent's.
+    """
+    global _PROCESS_ID
+    _PROCESS_ID = secrets.token_hex(4)
+
+
+os.register_at_fork(after_in_child=_draw_again)
+
+
+def process_owner() -> str:
+    """The name a claim records for its holder: ``host:pid:random-id``."""
+    return f"{socket.gethostname()[:200]}:{os.getpid()}:{_PROCESS_ID}"
+
+
+class Claim:
+    """One run's claim of its window, in the database ``db``.
+
+    A claim being taken carries what every step of the attempt needs: the
+    new row, its lease, which rows it may take over, whether a refusal must
+    name its row, how to read the pause that refuses it (if its job is
+    paused), and the budget of retries the whole attempt shares. A
+    claim held (``Claim(run)`` of a run the table returned) carries only
+    its run: its writes are compare-and-sets on the run's token.
+    """
+
+    def __init__(
+        self,
+        run: ClaimRow,
+        db: str | None = None,
+        *,
+        lease: datetime.timedelta | None = None,
+        rule: Takeover = _ANY_OPEN_ROW,
+        details: bool = True,
+        paused: Callable[[], Refusal | None] = lambda: None,
+    ):
+        db = db or run._state.db
+        assert db is not None, "a claimed run was saved, so it has a database"
+        self.run = run
+        self.db = db
+        self.connection = connections[db]
+        self.statements = claim_statements(self.connection)
+        self.lease = lease
+        self.rule = rule
+        self.details = details
+        self.paused = paused
+        self.waits: Iterator[float] = iter(())
+
+    # Taking the claim.
+
+    def take(self) -> ClaimRow | Refusal:
+        """Claim the window: the new run, or the window's row it took over,
+        as stored; or the ``Refusal`` that was recorded as a skip.
+
+        Without ``details`` the refusal may name only its reason, not the
+        row that refused the claim, which saves the loser of a race one
+        statement. The run's ``held_until`` says until when its lease is
+        surely held: the lease counts from before the first statement was
+        sent, however long the commit took to return. A connection lost on
+        the way is opened again and the claim tried again within the same
+        budget (``retries.pauses()``), first looking for its own token: the
+        lost try may have committed.
+        """
+        assert self.lease is not None, "a claim being taken has a lease"
+        sent_at = leases.clock()
+        self.waits = retries.pauses()
+        maybe_committed = False
+        while True:
+            try:
+                outcome = self._take_bounded(maybe_committed)
+                break
+            except DatabaseError as error:
+                pause = next(self.waits, None)
+                # A cancel meant for an earlier statement (its watch did not
+                # fire here, or StandbyTimeout was raised) wrote nothing.
+                again = retries.is_disconnect(error) or retries.is_cancelled(error)
+                if self.connection.in_atomic_block or not again or pause is None:
+                    raise
+                retries.reconnect_after(self.connection, error)
+                maybe_committed = True
+            time.sleep(pause)
+        if isinstance(outcome, Refusal):
+            return outcome
+        run, previous_status = outcome
+        if previous_status is None and not self.rule.force and (refusal := self._slot_refusal(run)):
+            return self._give_back(run, refusal)
+        run.held_until = leases.held_until(sent_at, self.lease)
+        events.acquired(run, previous_status)
+        return run
+
+    def step_aside(self, refusal: Refusal) -> Refusal:
+        """Record a refusal decided before any claim row was read, such as a
+        paused job's, as the claim records its own: a skip row and a signal."""
+        self.connection.ensure_connection()
+        with self.connection.cursor() as cursor:
+            return self._skip(cursor, refusal)
+
+    def _take_bounded(self, maybe_committed: bool) -> Taken | Refusal:
+        """One connection's try at the claim, its commit bounded by STANDBY_TIMEOUT.
+
+        A paused job starts no run, however it was started: the pauses are
+        read before any claim row, unless the claim's first INSERT asks for
+        them itself (``_pauses_in_insert()``).
+        """
+        new = self.run
+        self.connection.ensure_connection()
+        # A read, so tried again while the database asks (SQLite's busy file).
+        if not self._pauses_in_insert() and (
+            refusal := retries.retrying(self.connection, self._refusal_before_the_claim)
+        ):
+            with self.connection.cursor() as cursor:
+                return self._skip(cursor, refusal)
+        # A commit may wait for a synchronous standby; never forever.
+        with standby.bounded(self.connection) as watch:
+            try:
+                mine = self._own_claim() if maybe_committed else None
+                if mine is not None:
+                    outcome: Taken | Refusal = (mine, None)
+                else:
+                    outcome = self._take_until_settled()
+            except DatabaseError as error:
+                if watch.fired:  # Cancelled before it committed anything.
+                    raise standby.claim_not_acknowledged(new.job, new.window, None) from error
+                raise
+        if not isinstance(outcome, Refusal) and watch.fired:
+            raise standby.claim_not_acknowledged(new.job, new.window, outcome[0])
+        return outcome
+
+    def _pauses_in_insert(self) -> bool:
+        """Whether the claim's first INSERT asks for the job's pauses, so that
+        only a claim it did not settle reads them (``_take_once()``): then a
+        claim of a new window is one statement (PostgreSQL). Not for a claim
+        of a slot, which reads the runs covering it first, after the pauses,
+        so that a paused job's refusal always says paused.
+        """
+        new = self.run
+        slotted = new.slot_start is not None and new.slot_end is not None
+        pauses = self.statements.checks_pauses_in_insert(self.connection)
+        return pauses and (self.rule.force or not slotted)
+
+    def _refusal_before_the_claim(self) -> Refusal | None:
+        """The pause of a paused job, or a run covering the same slot: each
+        refuses the claim before any claim row is read (or taken)."""
+        if paused := self.paused():
+            return paused
+        return None if self.rule.force else self._slot_refusal(self.run, held=True)
+
+    def _own_claim(self) -> ClaimRow | None:
+        """The window's row with the new run's token, if a try whose answer
+        was lost committed it. The token is drawn per claim, so no other
+        instance's row can carry it."""
+        new = self.run
+        mine: ClaimRow | None = (
+            self._rows()
+            .filter(job=new.job, window=new.window, token=new.token, status=Status.RUNNING)
+            .first()
+        )
+        return mine
+
+    def _slot_refusal(self, new: ClaimRow, *, held: bool = False) -> Refusal | None:
+        """The refusal of a run of another window covering ``new``'s slot
+        (``jobclaims.slots``), or None.
+
+        Before the claim, a held run refuses too. After it, only a success
+        does: two claims of overlapping slots that met while both were held
+        must not both give way. Unless overlap is allowed, the one-holder
+        constraint never lets them both hold; with overlap allowed, they both run.
+        """
+        if new.slot_start is None or new.slot_end is None:
+            return None
+        found = slots.ran(self._rows(), new.job, new.window, (new.slot_start, new.slot_end))
+        if not held:
+            found = found.filter(status=Status.SUCCEEDED)
+        row = found.order_by("slot_end").first()
+        if row is None:
+            return None
+        return Refusal(
+            new.job,
+            new.window,
+            Reason.SLOT_RAN,
+            held_window=row.window,
+            owner=row.owner,
+            status=row.status,
+            expires_at=row.expires_at,
+            finished_at=row.finished_at,
+        )
+
+    def _give_back(self, run: ClaimRow, refusal: Refusal) -> Refusal:
+        """Delete the row just inserted for ``run``: a run covering its slot
+        succeeded while it was being claimed (the check before the claim did
+        not see it yet)."""
+        self._rows().filter(pk=run.pk, token=run.token).delete()
+        with self.connection.cursor() as cursor:
+            return self._skip(cursor, refusal)
+
+    def _take_until_settled(self) -> Taken | Refusal:
+        """Claim, starting again while the database asks for another try.
+
+        A deadlock, a serialization failure or a lock timeout ends a claim's
+        statement or transaction with nothing written (``retries``), and a
+        row in the way that another transaction is writing is not settled
+        yet (``_Unsettled``). Neither says who won, so each try starts from
+        a fresh read of what has committed: the tries together still give
+        one run. Inside the caller's transaction a failed statement may have
+        ended that transaction (MariaDB rolls it all back on a deadlock), so
+        there the error is raised for the caller to retry the whole of it. A
+        lost connection is raised, for ``take()`` to open a fresh one.
+        """
+        last: Exception
+        while True:
+            try:
+                with self.connection.cursor() as cursor:
+                    return self._take_once(cursor)
+            except _Unsettled as unsettled:
+                last = unsettled
+            except DatabaseError as error:
+                if (
+                    self.connection.in_atomic_block
+                    or not retries.is_transient(error)
+                    or retries.is_disconnect(error)
+                ):
+                    raise
+                last = error
+            pause = next(self.waits, None)
+            if pause is None:
+                break
+            time.sleep(pause)
+        if isinstance(last, _Unsettled):
+            # A transaction has been writing the row in the way all this
+            # time: whoever it is, it is alive and has the job in hand.
+            with self.connection.cursor() as cursor:
+                return self._skip(cursor, Refusal(self.run.job, self.run.window, last.reason))
+        raise last
+
+    def _take_once(self, cursor: CursorWrapper) -> Taken | Refusal:
+        new, lease = self.run, self.lease
+        assert lease is not None
+        if self.statements.claim_by_insert(cursor, new, lease):
+            return new, None
+        # Nothing inserted: a row in the way, or (if it asked) a pause.
+        if self._pauses_in_insert() and (paused := self.paused()):
+            return self._skip(cursor, paused)
+        if (
+            not self.details
+            and not self.rule.force
+            and (reason := self.statements.skip_if_blocked(cursor, new))
+        ):
+            # The INSERT met a row, and the skip found it refusing: two
+            # statements for a loser that needs no more than the reason.
+            refusal = Refusal(new.job, new.window, Reason(reason))
+            events.skipped(type(new), refusal)
+            return refusal
+        return self._contend(cursor)
+
+    def _contend(self, cursor: CursorWrapper) -> Taken | Refusal:
+        """Claim past the rows in the way, or record a skip and return why.
+
+        A plain read first: it never waits on a lock, and most refusals (the
+        window is held or done) end here, touching no claim row.
+        """
+        new = self.run
+        seen = self.statements.rivals(cursor, new)
+        blocking = [
+            row
+            for row in seen
+            if not frees(row.window, row.status, row.lapsed, new.window, *self.rule)
+        ]
+        if blocking:
+            return self._skip(cursor, self._refusal(blocking))
+        try:
+            taken = self._take(cursor, seen)
+        except IntegrityError:
+            # Another instance inserted first: the constraint decided.
+            taken = None
+        if taken is None:
+            return self._skip(cursor, Refusal(new.job, new.window, Reason.HELD))
+        return taken
+
+    def _refusal(self, blocking: list[Rival]) -> Refusal:
+        """Why the rows in the way refuse the claim: the window's own row first."""
+        new = self.run
+        row = min(blocking, key=lambda rival: rival.window != new.window)
+        if row.window != new.window:
+            reason = Reason.OVERLAP
+        elif row.status == Status.SUCCEEDED:
+            reason = Reason.SUCCEEDED
+        elif row.status != Status.RUNNING:  # Failed, retrying, timed out or cancelled.
+            reason = Reason.FAILED
+        else:
+            reason = Reason.HELD
+        finished_at = None if row.finished_at is None else as_utc(row.finished_at)
+        return Refusal(
+            new.job,
+            new.window,
+            reason,
+            held_window=row.window,
+            owner=row.owner,
+            status=row.status,
+            expires_at=as_utc(row.expires_at),
+            finished_at=finished_at,
+        )
+
+    def _skip(self, cursor: CursorWrapper, refusal: Refusal) -> Refusal:
+        """Record that this instance stepped aside, in one INSERT.
+
+        The claim rows decided; a skip row is a note for operators, never
+        worth failing the claim for. On SQLite a holder whose job keeps a
+        write transaction open makes the INSERT give up after the busy
+        timeout: the skip is logged, not recorded, and stays a skip.
+        """
+        new = self.run
+        try:
+            with self._savepoint_if_in_transaction():
+                self.statements.skip(cursor, new, refusal.reason)
+        except DatabaseError as error:
+            events.skip_not_recorded(new.job, new.window, refusal.reason, error)
+        events.skipped(type(new), refusal)
+        return refusal
+
+    def _take(self, cursor: CursorWrapper, seen: list[Rival]) -> Taken | None:
+        """Insert the window's first claim, or take over the rows in its way."""
+        if not seen:
+            # The window's first claim: there is no row to lock yet, so the
+            # unique constraints settle a race between instances.
+            assert self.lease is not None
+            with self._savepoint_if_in_transaction():
+                self.statements.insert(cursor, self.run, self.lease)
+            return self.run, None
+        return self._take_over(cursor, seen)
+
+    def _take_over(self, cursor: CursorWrapper, seen: list[Rival]) -> Taken | None:
+        """Reassign the window's row, and break dead runs' holds on the job.
+
+        Returns the claimed run and the status its row had before (``None``
+        for a new row), or ``None`` when another contender won. Every write is
+        a compare-and-set that restates the takeover rule, so a contender that
+        read the same rows a moment earlier changes nothing.
+        """
+        new, lease = self.run, self.lease
+        assert lease is not None
+        in_db = self._rows()
+        free = frees_q(new.window, *self.rule)
+        with self._row_lock_transaction():
+            # Rows another contender has locked are skipped, not waited for:
+            # that contender is settling them right now.
+            rows = list(
+                in_db.select_for_update(skip_locked=True)
+                .filter(self._contested(), free)
+                .annotate(db_now=DatabaseNow())
+            )
+            locked = {row.window for row in rows}
+            if new.window not in locked and any(rival.window == new.window for rival in seen):
+                return None  # Another contender is taking it over.
+            if any(rival.window not in locked for rival in seen):
+                # A dead holder read a moment ago is locked by another
+                # transaction, most likely a contender clearing it for its
+                # own claim. Inserting now would wait on that row while the
+                # other waits on ours: a deadlock. Read again once it is done.
+                raise _Unsettled(Reason.OVERLAP)
+            dead_holders = [row.pk for row in rows if row.window != new.window]
+            current = next((row for row in rows if row.window == new.window), None)
+            if dead_holders:
+                in_db.filter(free, pk__in=dead_holders).update(holds_job=None)
+            if current is None:
+                self.statements.insert(cursor, new, lease)
+                return new, None
+            previous_status = current.status
+            if not self._reassign(current):
+                return None
+        return current, previous_status
+
+    def _contested(self) -> Q:
+        """The rows that can stand in the way: the window's own and, unless
+        overlap is allowed, the job's holder.
+
+        Each branch of the OR searches a whole unique index, (job, window) and
+        (job, holds_job), so the read stays an index lookup however many
+        finished runs the job has. holds_job is TRUE or NULL: "not NULL" is a
+        range an index can search, where SQLite writes "= TRUE" as a bare
+        column that it cannot.
+        """
+        new = self.run
+        contested = Q(job=new.job, window=new.window)
+        if new.holds_job:
+            contested |= Q(job=new.job, holds_job__isnull=False)
+        return contested
+
+    def _reassign(self, current: Any) -> bool:
+        """Hand ``current`` over to the new run's holder, if no one else did first."""
+        new, lease = self.run, self.lease
+        assert lease is not None
+        changes = {
+            "owner": new.owner,
+            "token": new.token,
+            "status": Status.RUNNING,
+            "holds_job": new.holds_job,
+            "claimed_at": current.db_now,
+            "expires_at": current.db_now + lease,
+            "finished_at": None,
+            "retry_at": None,
+            "error": "",
+        }
+        won = (
+            self._rows()
+            .filter(may_take_over_q(*self.rule), pk=current.pk, token=current.token)
+            .update(attempt=F("attempt") + 1, **changes)
+        )
+        if not won:
+            return False
+        for name, value in changes.items():
+            setattr(current, name, value)
+        current.attempt += 1
+        return True
+
+    def _savepoint_if_in_transaction(self) -> AbstractContextManager[object]:
+        """Keep a conflicting INSERT from breaking the caller's transaction.
+
+        Outside any transaction a lone INSERT is atomic already, and wrapping
+        it in one would cost two more round trips (BEGIN, COMMIT) on every
+        claim, and make the losers of a race wait that much longer on the
+        winner's row.
+        """
+        if self.connection.in_atomic_block:
+            return transaction.atomic(using=self.db)
+        return nullcontext()
+
+    def _row_lock_transaction(self) -> AbstractContextManager[object]:
+        """A transaction to hold row locks in, where the database has row locks.
+
+        SQLite has none: it ignores FOR UPDATE, and a transaction that reads
+        and then writes fails at once with "database is locked" when another
+        process wrote first. There each statement commits on its own, and the
+        compare-and-set conditions on every write keep the claim exact.
+        """
+        if self.connection.features.has_select_for_update:
+            return transaction.atomic(using=self.db)
+        return nullcontext()
+
+    # Holding it.
+
+    def release(self, status: str, error: str) -> bool:
+        """Record how the run ended and let the job's next run in; ``False``,
+        writing nothing, when the claim is no longer the run's.
+
+        A deadlock, a lock timeout or a lost connection is tried again, from
+        a fresh connection after a lost one, until the outcome is recorded
+        or the lease this process knows of is gone (at least
+        ``retries.RETRY_FOR``): the outcome of work that ran must not be
+        lost to a moment's fault.
+        """
+        run = self.run
+        tries = 0
+
+        def release_once() -> bool:
+            nonlocal tries
+            tries += 1
+            with self.connection.cursor() as cursor:
+                if self.statements.release(cursor, run, status, error):
+                    return True
+            # A try whose answer was lost may have recorded it already.
+            return tries > 1 and self._recorded_as(status)
+
+        # Until the lease is gone the outcome is still ours to record.
+        retry_for = max(retries.RETRY_FOR, leases.held_for(run.held_until))
+        if not self._write(f"the {status} outcome", release_once, retry_for):
+            return False
+        run.status, run.error, run.holds_job = status, error, None
+        # Set by the database clock: loaded from the row if it is read.
+        del run.finished_at
+        events.finished(run, self._stored_finished_at)
+        return True
+
+    def renew(self, lease: datetime.timedelta, until: datetime.datetime | None) -> bool:
+        """Extend the lease to ``lease`` from now, by the database clock, but
+        not past ``until``; ``False``, extending nothing, once it has ended.
+
+        One autocommitted UPDATE: no lock outlives the statement, so a
+        renewing process that pauses never blocks a takeover. It extends only
+        a lease that has not run out, judged by the database clock in that
+        UPDATE: a lease that ended (it lapsed, or an operator expired it) is
+        never revived, even before another instance takes the window over.
+        ``held_until`` counts the new lease from before it was sent.
+        """
+        run = self.run
+        sent_at = leases.clock()
+        now = retries.retrying(self.connection, lambda: database_now(self.db))
+        expires_at = now + lease
+        if until is not None:
+            expires_at = min(expires_at, until)
+        running = self._held_rows().filter(expires_at__gt=DatabaseNow())
+        renewed = self._write(
+            "the renewal", lambda: running.update(expires_at=expires_at), retries.RETRY_FOR
+        )
+        if not renewed:
+            return False
+        run.expires_at = expires_at
+        run.held_until = leases.held_until(sent_at, expires_at - now)
+        return True
+
+    def ensure_held(self) -> None:
+        """Raise ``ClaimLost`` unless the run still holds its claim: one indexed read."""
+        if not self._held_rows().exists():
+            raise ClaimLost(self._lost_message())
+
+    @contextmanager
+    def fenced(self) -> Iterator[None]:
+        """A transaction whose writes commit only while the claim is held.
+
+        Entering it locks the claim row and checks the token with one UPDATE,
+        which also takes SQLite's write lock at once, so no takeover can
+        interleave until the block commits or rolls back. Raises ``ClaimLost``
+        on entry, writing nothing, if the claim was lost.
+
+        Under REPEATABLE READ or SERIALIZABLE, entering while the heartbeat
+        renews the lease ends the transaction with a serialization failure;
+        nothing of the block has run then, so it is entered again in a new
+        transaction (unless it is nested in one of the caller's).
+        """
+        waits = retries.pauses() if not self.connection.in_atomic_block else iter(())
+        entered = False
+        while True:
+            try:
+                with transaction.atomic(using=self.db):
+                    if not self._held_rows().update(status=F("status")):
+                        raise ClaimLost(self._lost_message())
+                    entered = True
+                    yield
+                return
+            except DatabaseError as error:
+                pause = next(waits, None)
+                if entered or pause is None or not retries.is_transient(error):
+                    raise
+            time.sleep(pause)
+
+    def _write(self, what: str, statement: Callable[[], _T], retry_for: float) -> _T:
+        """Send one compare-and-set write, its standby wait bounded, and send it
+        again while the database asks (``retries``), from a fresh connection
+        when the last one was lost, for up to ``retry_for`` seconds."""
+        waits = retries.pauses(retry_for)
+        while True:
+            try:
+                self.connection.ensure_connection()
+                with standby.bounded(self.connection) as watch:
+                    result = statement()
+                standby.warn_if_not_acknowledged(watch, what, self.run)
+                return result
+            except DatabaseError as error:
+                pause = next(waits, None)
+                if (
+                    self.connection.in_atomic_block
+                    or not retries.is_transient(error)
+                    or pause is None
+                ):
+                    raise
+                retries.reconnect_after(self.connection, error)
+            time.sleep(pause)
+
+    def _rows(self) -> QuerySet[Any]:
+        """The run's table, in the claim's database."""
+        model: Any = type(self.run)
+        rows: QuerySet[Any] = model._default_manager.using(self.db)
+        return rows
+
+    def _held_rows(self) -> QuerySet[Any]:
+        """The run's row, as long as the run still holds it."""
+        run = self.run
+        return self._rows().filter(
+            pk=run.pk, token=run.token, status=Status.RUNNING, holds_job=run.holds_job
+        )
+
+    def _recorded_as(self, status: str) -> bool:
+        """Whether the run's row, still under its token, records ``status``."""
+        return self._rows().filter(pk=self.run.pk, token=self.run.token, status=status).exists()
+
+    def _stored_finished_at(self) -> datetime.datetime | None:
+        """When the run finished, by the database clock; None once another
+        instance took the window over (a forced rerun, the retry of a
+        failure) and cleared it."""
+        run = self.run
+        finished_at: datetime.datetime | None = (
+            self._rows()
+            .filter(pk=run.pk, token=run.token)
+            .values_list("finished_at", flat=True)
+            .first()
+        )
+        run.finished_at = finished_at
+        return finished_at
+
+    def _lost_message(self) -> str:
+        run = self.run
+        return (
+            f"{run.job} {run.window} is no longer held by {run.owner}: its "
+            "lease ran out and another instance took over"
+        )
+
+
+class _Unsettled(Exception):
+    """A row in the claim's way is being written by another transaction."""
+
+    def __init__(self, reason: Reason):
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,91 @@
+"""SQLite's claim statements, written whole, and its errors that mean "try again".
+
+SQLite has no INSERT that skips a taken key without waiting: there an
+INSERT takes the lock on the whole file even when it inserts nothing, so
+the losers of a race would queue for it one by one, where a read lets them
+through together. So every claim reads first.
+
+SQLite keeps the text Django writes for a datetime and compares it as
+text: every time is SQLite's 'now', one moment throughout a statement,
+written as Django writes it (``jobclaims.clock.sqlite_stamp``), six digits
+of microseconds, none when they are zero. ``%%`` is a percent sign;
+``%(name)s`` are the statement's parameters; the names of tables and
+columns are the models' own (tests/test_sql.py holds them together).
+"""
+
+from __future__ import annotations
+
+import datetime
+
+#: The window's first claim after a read found no row in its way;
+#: ``IntegrityError`` when a contender inserted first. The lease moves
+#: 'now' inside STRFTIME, as a modifier.
+INSERT = """
+INSERT INTO jobclaims_jobrun
+    (job, "window", schedule, owner, token, holds_job, slot_start, slot_end,
+     status, attempt, failures, error, claimed_at, expires_at)
+VALUES (%(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s, %(holds_job)s,
+        %(slot_start)s, %(slot_end)s,
+        'running', 1, 0, '',
+        REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000', '.000000', ''),
+        REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %(lease)s) || '000', '.000000', ''))
+"""
+
+#: ``INSERT``, returning its key and stamps (SQLite 3.35 and later).
+INSERT_RETURNING = INSERT.rstrip() + "\nRETURNING id, claimed_at, expires_at\n"
+
+#: What an older SQLite reads back after ``INSERT``.
+READ_BACK = """
+SELECT id, claimed_at, expires_at
+FROM jobclaims_jobrun
+WHERE job = %(job)s AND "window" = %(window)s AND token = %(token)s
+"""
+
+#: The rows in the way of a claim of a window that may overlap the job's
+#: other runs: the window's own, and whether its lease had ended.
+WINDOW_ROWS = """
+SELECT "window", status, owner, expires_at, finished_at,
+       expires_at <= REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000', '.000000', '')
+FROM jobclaims_jobrun
+WHERE job = %(job)s AND "window" = %(window)s
+"""
+
+#: The rows in the way of a claim that holds the job: the window's own and
+#: the job's holder. "IS NOT NULL" is a range the unique index can search,
+#: where SQLite writes "= TRUE" as a bare column that it cannot.
+WINDOW_AND_HOLDER_ROWS = """
+SELECT "window", status, owner, expires_at, finished_at,
+       expires_at <= REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000', '.000000', '')
+FROM jobclaims_jobrun
+WHERE (job = %(job)s AND "window" = %(window)s)
+   OR (job = %(job)s AND holds_job IS NOT NULL)
+"""
+
+#: One more instance stepped aside: each window's skips for one reason land
+#: on one row.
+SKIP = """
+INSERT INTO jobclaims_jobskip (job, "window", owner, reason, count, skipped_at)
+VALUES (%(job)s, %(window)s, %(owner)s, %(reason)s, 1,
+        REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000', '.000000', ''))
+ON CONFLICT (job, "window", reason) DO UPDATE
+SET count = jobclaims_jobskip.count + 1,
+    owner = excluded.owner,
+    skipped_at = excluded.skipped_at
+"""
+
+#: The run's outcome, if it still holds its claim.
+RELEASE = """
+UPDATE jobclaims_jobrun
+SET status = %(status)s, error = %(error)s, holds_job = NULL,
+    finished_at = REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000', '.000000', '')
+WHERE id = %(id)s AND token = %(token)s AND status = 'running'
+"""
+
+#: SQLITE_BUSY and SQLITE_LOCKED (named in sqlite3 from Python 3.11): another
+#: connection holds the lock the statement needs; try again.
+BUSY, LOCKED = 5, 6
+
+
+def lease(span: datetime.timedelta) -> object:
+    """The ``%(lease)s`` parameter: a STRFTIME modifier."""
+    return f"+{span.total_seconds():.6f} seconds"

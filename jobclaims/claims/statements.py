@@ -1,0 +1,357 @@
+"""The statements every claim sends, and which backend's a database gets.
+
+Every scheduled run inserts its claim and releases it, on every server, for
+the life of a project, and every instance that steps aside reads the rows in
+its way and records its skip. Built by the ORM on each call, those
+statements cost the client more CPU than the database needs to run them
+(docs/performance.md). Written whole once per backend (``postgresql``,
+``mysql``, ``sqlite``), with named parameters, they cost what the driver
+costs. Everything rarer (takeovers, renewals, fenced blocks, the admin) goes
+through the ORM.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import uuid
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
+
+from django.db import NotSupportedError, OperationalError, connections
+
+from jobclaims import schedule_names
+from jobclaims.claims import mysql, postgresql, sqlite
+from jobclaims.clock import as_utc
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.backends.utils import CursorWrapper
+    from django.db.models.base import ModelState
+
+
+class ClaimRow(Protocol):
+    """A ``JobRun``, as the machinery below the models sees it.
+
+    The models send these statements and call the engine, so neither
+    imports them: a ``JobRun`` is this, field for field.
+    """
+
+    pk: Any
+    job: str
+    window: str
+    schedule: str
+    owner: str
+    token: uuid.UUID
+    status: str
+    attempt: int
+    holds_job: bool | None
+    slot_start: datetime.datetime | None
+    slot_end: datetime.datetime | None
+    claimed_at: datetime.datetime
+    expires_at: datetime.datetime
+    finished_at: datetime.datetime | None
+    error: str
+    held_until: float | None
+    _state: ModelState
+    _meta: ClassVar[Any]
+
+
+class Rival(NamedTuple):
+    """A row in a claim's way, as the claim's read found it.
+
+    The datetimes are as the driver returned them (text on SQLite): only a
+    row that refuses the claim is described, and converted, by the engine.
+    """
+
+    window: str
+    status: str
+    owner: str
+    expires_at: Any
+    finished_at: Any
+    #: Whether its lease had ended, by the database clock, when it was read.
+    lapsed: bool
+
+
+def claim_statements(connection: BaseDatabaseWrapper) -> ClaimStatements:
+    """The statements for ``connection``'s database, chosen on first use."""
+    return _chosen(connection.alias, connection.vendor)
+
+
+def statements_class(vendor: str) -> type[ClaimStatements]:
+    """The statements of the backend ``vendor`` names, as Django names it."""
+    try:
+        return _BY_VENDOR[vendor]
+    except KeyError:
+        raise NotSupportedError(
+            f"jobclaims keeps claims in PostgreSQL, MariaDB/MySQL or SQLite, not in "
+            f"{vendor}; point JOBCLAIMS['DATABASE'] at one of those"
+        ) from None
+
+
+@functools.cache
+def _chosen(alias: str, vendor: str) -> ClaimStatements:
+    return statements_class(vendor)(connections[alias])
+
+
+class Written(NamedTuple):
+    """One backend's statements, as its module writes them; None: not sent there."""
+
+    insert: str
+    #: None where an INSERT cannot return rows: ``insert`` then ``read_back``.
+    insert_returning: str | None
+    read_back: str
+    window_rows: str
+    window_and_holder_rows: str
+    skip: str
+    #: ``skip``, not waiting for the disk, for a skip outside any transaction.
+    skip_unflushed: str
+    release: str
+    #: A claim that never waits, where the database has one.
+    insert_unless_taken: str | None = None
+    #: Whether ``insert_unless_taken`` inserts nothing for a paused job.
+    insert_checks_pauses: bool = False
+    #: The read of the rows in the way and the skip's INSERT in one statement.
+    skip_if_blocked: str | None = None
+    skip_if_window_blocked: str | None = None
+
+
+class ClaimStatements:
+    """Sends one backend's statements, each a single round trip."""
+
+    def __init__(self, connection: BaseDatabaseWrapper):
+        written = self._written(connection)
+        # As logged and captured: without the blank lines around the text.
+        self.sql = Written._make(
+            sql.strip() if isinstance(sql, str) and sql else sql for sql in written
+        )
+
+    def _written(self, connection: BaseDatabaseWrapper) -> Written:
+        raise NotImplementedError
+
+    def claim_by_insert(
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
+    ) -> bool:
+        """Claim with one INSERT, unless the job is paused or a row stands
+        in the way; never wait.
+
+        Most claims are of a window nobody has claimed yet, of a job nobody
+        paused, and this settles them in one statement. ``False`` means the
+        job is paused, a row holds the window or the job, or another
+        transaction is writing one right now (a first claim, a takeover, a
+        fenced block): the caller then reads what has committed and decides,
+        rather than wait for that transaction to end. Also ``False``, sending
+        nothing, where the INSERT cannot be tried (``claims_by_insert()``).
+        """
+        statement = self.sql.insert_unless_taken
+        if statement is None or not self.claims_by_insert(cursor.db):
+            return False
+        try:
+            cursor.execute(statement, self._run_params(cursor, run, lease))
+        except OperationalError as error:
+            if self._refused_at_once(error.__cause__):
+                return False
+            raise
+        row = cursor.fetchone()
+        if row is None:
+            return False
+        self._load(cursor, run, row)
+        return True
+
+    def claims_by_insert(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether a claim on ``connection`` starts with ``claim_by_insert()``:
+        not on SQLite (see ``jobclaims.claims.sqlite``), where an INSERT
+        cannot return rows (MySQL), nor inside a transaction, to which
+        PostgreSQL's lock timeout would last."""
+        return (
+            self.sql.insert_unless_taken is not None
+            and connection.features.can_return_columns_from_insert
+            and not connection.in_atomic_block
+        )
+
+    def checks_pauses_in_insert(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether ``claim_by_insert()`` on ``connection`` inserts nothing for
+        a paused job, so that the claim need not read the pauses first."""
+        return self.sql.insert_checks_pauses and self.claims_by_insert(connection)
+
+    def rivals(self, cursor: CursorWrapper, run: ClaimRow) -> list[Rival]:
+        """The window's row and, unless ``run`` may overlap, the job's holder."""
+        statement = self.sql.window_and_holder_rows if run.holds_job else self.sql.window_rows
+        cursor.execute(statement, {"job": run.job, "window": run.window})
+        return [
+            Rival(window, status, owner, expires_at, finished_at, bool(lapsed))
+            for window, status, owner, expires_at, finished_at, lapsed in cursor.fetchall()
+        ]
+
+    def insert(self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta) -> None:
+        """Insert ``run``, stamped by the database's clock, and load its key
+        and stamps; ``IntegrityError`` when a unique constraint is taken."""
+        params = self._run_params(cursor, run, lease)
+        if self.sql.insert_returning and cursor.db.features.can_return_columns_from_insert:
+            cursor.execute(self.sql.insert_returning, params)
+        else:  # MySQL, and SQLite before 3.35: read the row back.
+            cursor.execute(self.sql.insert, params)
+            read = {"job": run.job, "window": run.window, "token": params["token"]}
+            cursor.execute(self.sql.read_back, read)
+        self._load(cursor, run, cursor.fetchone())
+
+    def skip(self, cursor: CursorWrapper, run: ClaimRow, reason: str) -> None:
+        """Count that ``run``'s would-be holder stepped aside, and why.
+
+        A skip is a note for operators, not a decision: the claim rows
+        decide. Outside a transaction it does not wait for the disk where
+        the database allows that per transaction (PostgreSQL).
+        """
+        unflushed = not cursor.db.in_atomic_block
+        statement = self.sql.skip_unflushed if unflushed else self.sql.skip
+        params = {"job": run.job, "window": run.window, "owner": run.owner, "reason": str(reason)}
+        cursor.execute(statement, params)
+
+    def skip_if_blocked(self, cursor: CursorWrapper, run: ClaimRow) -> str | None:
+        """Count a skip if a committed row refuses ``run``'s claim, in one
+        statement, and return its reason; ``None`` if no row refuses it.
+
+        For a claim that needs only the reason of a refusal, not the row
+        (a scheduler that lost a fire): the read that would say who holds
+        the window and the skip's own INSERT, in one round trip. Not sent,
+        returning ``None``, where the backend has no such statement, or
+        inside a transaction. The rule is ``rule.frees`` without ``force``.
+        """
+        statement = self.sql.skip_if_blocked if run.holds_job else self.sql.skip_if_window_blocked
+        if statement is None or cursor.db.in_atomic_block:
+            return None
+        params = {"job": run.job, "window": run.window, "owner": run.owner}
+        cursor.execute(statement, params)
+        row = cursor.fetchone()
+        return None if row is None else str(row[0])
+
+    def release(self, cursor: CursorWrapper, run: ClaimRow, status: str, error: str) -> bool:
+        """End ``run`` with ``status`` if it still holds its claim."""
+        token = run._meta.get_field("token").get_db_prep_value(run.token, cursor.db)
+        params = {"status": str(status), "error": error, "id": run.pk, "token": token}
+        cursor.execute(self.sql.release, params)
+        return bool(cursor.rowcount == 1)
+
+    def _run_params(
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
+    ) -> dict[str, Any]:
+        adapt = cursor.db.ops.adapt_datetimefield_value
+        return {
+            "job": run.job,
+            "window": run.window,
+            "schedule": run.schedule,
+            "owner": run.owner,
+            "token": run._meta.get_field("token").get_db_prep_value(run.token, cursor.db),
+            "holds_job": run.holds_job,
+            "slot_start": adapt(run.slot_start),
+            "slot_end": adapt(run.slot_end),
+            "lease": self._lease(lease),
+        }
+
+    def _load(self, cursor: CursorWrapper, run: ClaimRow, row: tuple[Any, ...]) -> None:
+        """Give ``run`` the key and clock stamps its INSERT stored."""
+        run.pk, claimed_at, expires_at = row
+        run.claimed_at, run.expires_at = as_utc(claimed_at), as_utc(expires_at)
+        run._state.adding, run._state.db = False, cursor.db.alias
+
+    def _lease(self, lease: datetime.timedelta) -> object:
+        raise NotImplementedError
+
+    def _refused_at_once(self, cause: BaseException | None) -> bool:
+        """Whether ``cause`` is ``insert_unless_taken`` refusing to wait."""
+        return False
+
+
+class PostgreSQLStatements(ClaimStatements):
+    def _run_params(
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
+    ) -> dict[str, Any]:
+        # The job whose pause holds for this claim too, for INSERT_UNLESS_TAKEN.
+        parent_job = schedule_names.parent(run.job) or run.job
+        return {**super()._run_params(cursor, run, lease), "parent_job": parent_job}
+
+    def _written(self, connection: BaseDatabaseWrapper) -> Written:
+        sql = postgresql
+        return Written(
+            insert=sql.INSERT,
+            insert_returning=sql.INSERT_RETURNING,
+            read_back=sql.READ_BACK,
+            window_rows=sql.WINDOW_ROWS,
+            window_and_holder_rows=sql.WINDOW_AND_HOLDER_ROWS,
+            skip=sql.SKIP,
+            skip_unflushed=sql.SKIP_UNFLUSHED,
+            release=sql.RELEASE,
+            insert_unless_taken=sql.INSERT_UNLESS_TAKEN,
+            insert_checks_pauses=True,
+            skip_if_blocked=sql.SKIP_IF_BLOCKED,
+            skip_if_window_blocked=sql.SKIP_IF_WINDOW_BLOCKED,
+        )
+
+    def _lease(self, lease: datetime.timedelta) -> object:
+        return postgresql.lease(lease)
+
+    def _refused_at_once(self, cause: BaseException | None) -> bool:
+        return postgresql.refused_at_once(cause)
+
+
+class MySQLStatements(ClaimStatements):
+    """MariaDB and MySQL; on a Galera node, the statements that make its claims exact."""
+
+    def _written(self, connection: BaseDatabaseWrapper) -> Written:
+        sql = mysql
+        self._galera = galera = mysql.on_galera(connection)
+        # MySQL has no INSERT ... RETURNING; MariaDB has, since 10.5.
+        returns = connection.features.can_return_columns_from_insert
+        # On Galera, the same statements, each run with the setting it needs.
+        trusted = sql.INSERT_RETURNING.strip()
+        if galera:
+            trusted = sql.GALERA_NO_RETRY + trusted
+        causal = sql.GALERA_CAUSAL if galera else ""
+        one_statement_skips = returns and not galera
+        return Written(
+            insert=sql.INSERT,
+            insert_returning=trusted,
+            read_back=sql.READ_BACK,
+            window_rows=causal + sql.WINDOW_ROWS.strip(),
+            window_and_holder_rows=causal + sql.WINDOW_AND_HOLDER_ROWS.strip(),
+            skip=sql.SKIP,
+            skip_unflushed=sql.SKIP,
+            release=sql.RELEASE,
+            insert_unless_taken=(
+                sql.INSERT_UNLESS_TAKEN_ON_GALERA if galera else sql.INSERT_UNLESS_TAKEN
+            ),
+            skip_if_blocked=sql.SKIP_IF_BLOCKED if one_statement_skips else None,
+            skip_if_window_blocked=sql.SKIP_IF_WINDOW_BLOCKED if one_statement_skips else None,
+        )
+
+    def _lease(self, lease: datetime.timedelta) -> object:
+        return mysql.lease(lease)
+
+    def _refused_at_once(self, cause: BaseException | None) -> bool:
+        return mysql.refused_at_once(cause, self._galera)
+
+
+class SQLiteStatements(ClaimStatements):
+    """SQLite: every claim reads first (see ``jobclaims.claims.sqlite``)."""
+
+    def _written(self, connection: BaseDatabaseWrapper) -> Written:
+        sql = sqlite
+        return Written(
+            insert=sql.INSERT,
+            insert_returning=sql.INSERT_RETURNING,
+            read_back=sql.READ_BACK,
+            window_rows=sql.WINDOW_ROWS,
+            window_and_holder_rows=sql.WINDOW_AND_HOLDER_ROWS,
+            skip=sql.SKIP,
+            skip_unflushed=sql.SKIP,
+            release=sql.RELEASE,
+        )
+
+    def _lease(self, lease: datetime.timedelta) -> object:
+        return sqlite.lease(lease)
+
+
+_BY_VENDOR: dict[str, type[ClaimStatements]] = {
+    "postgresql": PostgreSQLStatements,
+    "mysql": MySQLStatements,
+    "sqlite": SQLiteStatements,
+}
