@@ -8,8 +8,9 @@ from contextlib import AbstractContextManager, nullcontext
 from example_project.billing.models import Charge, Invoice
 
 # Stands in for the payment provider's round trip; it is what gives a second
-# instance time to read the same unpaid invoices.
-PROVIDER_DELAY = 0.2
+# instance time to read the same unpaid invoices, even when the two start a
+# few hundred milliseconds apart on a busy machine.
+PROVIDER_DELAY = 0.5
 
 
 def charge_unpaid_invoices(
