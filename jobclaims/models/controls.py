@@ -1,0 +1,112 @@
+"""Operators' orders about a job: pause it, or retire it from health's watch."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from jobclaims import schedule_names
+from jobclaims.claims import rule
+from jobclaims.claims.rule import Refusal
+from jobclaims.clock import DatabaseNow
+from jobclaims.models.managers import ClaimsDatabaseManager
+
+
+class JobPauseQuerySet(models.QuerySet["JobPause"]):
+    """Pauses, judged by the database's clock like claims are."""
+
+    def in_force(self) -> JobPauseQuerySet:
+        """Pauses not resumed, whose ``until`` (if any) has not come yet."""
+        return self.filter(resumed_at__isnull=True).filter(
+            Q(until__isnull=True) | Q(until__gt=DatabaseNow())
+        )
+
+    def refusal(self, job: str, window: str) -> Refusal | None:
+        """The refusal of a claim of ``job``'s ``window`` while ``job`` is
+        paused, naming the newest pause in force; ``None`` if it is not.
+        A pause of a job holds for each of its schedules too
+        (``jobclaims.schedule_names``).
+
+        One read through the (job, resumed_at) index.
+        """
+        jobs = [job, *filter(None, [schedule_names.parent(job)])]
+        pause = self.in_force().filter(job__in=jobs).order_by("-paused_at", "-pk").first()
+        if pause is None:
+            return None
+        note = rule.PauseNote(pause.paused_by, pause.paused_at, pause.reason, pause.until)
+        return Refusal(job, window, rule.Reason.PAUSED, paused=note)
+
+
+_JobPauseManagerBase = ClaimsDatabaseManager.from_queryset(JobPauseQuerySet)
+
+
+class JobPauseManager(_JobPauseManagerBase["JobPause"]):
+    """Pauses, read and written in the claims database."""
+
+
+class JobPause(models.Model):
+    """An operator's order that a job start no run: who gave it, when, why and until when.
+
+    Every claim of the job asks for it before it takes a claim row
+    (``jobclaims.claims.engine``), so a pause holds however the job starts.
+    A resumed pause keeps its row, with who resumed it and when: the rows
+    are the job's pause history.
+    """
+
+    job = models.CharField(_("job"), max_length=200)
+    paused_by = models.CharField(
+        _("paused by"),
+        max_length=150,
+        help_text=_("The OS user of the command, or the admin user, that paused the job."),
+    )
+    reason = models.TextField(_("reason"), blank=True)
+    paused_at = models.DateTimeField(_("paused at"), db_default=DatabaseNow())
+    until = models.DateTimeField(
+        _("until"),
+        null=True,
+        blank=True,
+        help_text=_("The pause ends by itself at this time; empty: until resumed."),
+    )
+    resumed_by = models.CharField(_("resumed by"), max_length=150, blank=True)
+    resumed_at = models.DateTimeField(_("resumed at"), null=True, blank=True)
+
+    objects = JobPauseManager()
+
+    class Meta:
+        verbose_name = _("job pause")
+        verbose_name_plural = _("job pauses")
+        get_latest_by = "paused_at"
+        indexes = [
+            # Every claim looks up its job's pauses not resumed.
+            models.Index(fields=["job", "resumed_at"], name="jobclaims_pause_job_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} paused by {self.paused_by}"
+
+
+class RetiredJob(models.Model):
+    """A job an operator retired: removed or renamed in the code, so that
+    health stops watching it, while its claims stay for history.
+
+    A claim of the job made after ``retired_at`` brings it back under watch
+    (``jobclaims.health_reads``): a job that runs again is not retired.
+    """
+
+    job = models.CharField(_("job"), max_length=200)
+    retired_by = models.CharField(
+        _("retired by"), max_length=150, help_text=_("The OS user or admin user who retired it.")
+    )
+    retired_at = models.DateTimeField(_("retired at"), db_default=DatabaseNow())
+    reason = models.TextField(_("reason"), blank=True)
+
+    objects = ClaimsDatabaseManager["RetiredJob"]()
+
+    class Meta:
+        verbose_name = _("retired job")
+        verbose_name_plural = _("retired jobs")
+        constraints = [models.UniqueConstraint(fields=["job"], name="jobclaims_retired_job_uniq")]
+
+    def __str__(self) -> str:
+        return self.job
