@@ -11,9 +11,9 @@ from tests.testapp.models import Charge
 
 
 def test_the_kit_catches_a_job_that_charges_twice(race_command):
-    results = race_command("unprotected_charge", instances=2)
+    results = race_command("unprotected_charge", "--together", "2", instances=2)
     assert [result.outcome for result in results] == ["ran", "ran"]
-    assert Charge.objects.count() == 2
+    assert Charge.objects.filter(job="unprotected").count() == 2
     with pytest.raises(AssertionError, match="2 of 2 instances ran; expected exactly 1"):
         assert_ran_once(results)
 
