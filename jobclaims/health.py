@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 
 from django.utils import timezone
 
-from jobclaims import durations, health_reads, windows
+from jobclaims import durations, health_reads, wall_times
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.job_discovery import schedule_of
@@ -394,7 +394,7 @@ def _starts_by(
 
 def fire_start(job: JobSchedule) -> Callable[[str], datetime.datetime]:
     """When the window a key of ``job`` names began: its declared window's start, or the fire."""
-    return job.window.start_of if job.window is not None else windows._moment
+    return job.window.start_of if job.window is not None else wall_times.parse
 
 
 #: A scheduled job's fire has at most this long to succeed by default, or

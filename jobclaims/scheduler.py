@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 
-from jobclaims import attempts, cancels, pauses, schedule_versions, timeouts, windows
+from jobclaims import attempts, cancels, pauses, schedule_versions, timeouts, wall_times
 from jobclaims.children import job_argv, job_environment
 from jobclaims.claims.rule import Refusal
 from jobclaims.clock import DatabaseNow, database_now
@@ -513,7 +513,7 @@ class Scheduler:
             latest = job.cron.latest_fire(now)
             return [] if latest is None or latest < oldest else [(latest, job.key(latest))]
         try:
-            anchor = windows._moment(newest.window)
+            anchor = wall_times.parse(newest.window)
         except ValueError:
             anchor = newest.claimed_at - (job.window.longest if job.window else ON_A_DAY)
         anchor = max(anchor, oldest)

@@ -19,9 +19,10 @@ import datetime
 
 from django.db.models import Q, QuerySet
 
+from jobclaims import wall_times
 from jobclaims.claims.rule import Status
 from jobclaims.clock import DatabaseNow
-from jobclaims.windows import CalendarWindow, FixedWindow, _moment, from_name
+from jobclaims.windows import CalendarWindow, FixedWindow, from_name
 
 Slot = tuple[datetime.datetime, datetime.datetime]
 
@@ -44,7 +45,7 @@ def bounds(schedule: str, key: str) -> Slot | None:
         window = None
     try:
         if window is None:
-            start = _moment(key)
+            start = wall_times.parse(key)
             return start, start + FIRE
         start = window.start_of(key)
     except ValueError:
