@@ -121,7 +121,7 @@ def keys_between(
         )
     scheduled = job.job._scheduled(job.schedule)
     if scheduled is not None:
-        keys = [key for _, key in scheduled.expected_fires(start - MICROSECOND, end)]
+        keys = [key for _, key in scheduled.slots.fires_between(start - MICROSECOND, end)]
     else:
         window = resolve(job.job.window)
         keys = [*window.keys_between(start, end), window.key_at(end)]

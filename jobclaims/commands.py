@@ -337,7 +337,7 @@ class JobCommand(BaseCommand):
     def _recorded_schedule(self, schedule_name: str | None = None) -> str:
         scheduled = self._scheduled(schedule_name)
         if scheduled is not None:
-            return scheduled.recorded_schedule
+            return scheduled.slots.recorded_schedule
         return windows.resolve(self.window).name
 
     def _command_name(self) -> str:
@@ -512,7 +512,7 @@ def scheduled_key(scheduled: JobSchedule, explicit: str | None) -> str:
     or of the fire ``explicit`` names."""
     if explicit is not None:
         try:
-            return scheduled.key_for(explicit)
+            return scheduled.slots.key_for(explicit)
         except ValueError as error:
             raise CommandError(f"--window: {error}") from error
     db = jobclaims_settings.claims_database(JobRun)
@@ -520,7 +520,7 @@ def scheduled_key(scheduled: JobSchedule, explicit: str | None) -> str:
     fire = scheduled.cron.latest_fire(now)
     if fire is None:
         raise CommandError(f"{scheduled.job}: its schedule has no fire time before now")
-    return scheduled.key(fire)
+    return scheduled.slots.key_at(fire)
 
 
 def _local(moment: datetime.datetime | None) -> str:
