@@ -4,12 +4,16 @@ the rule that runs each once.
 A slot is the stretch of time one run of a job is for, named by its key: two
 instances that compute the same key compete for the same run, and the unique
 constraint on ``(job, window)`` lets one of them have it. ``Slots`` computes
-the keys, for a moment, for now or for an operator's ``--window``: the
-scheduler and health ask a schedule's (``JobSchedule.slots``), and a claim
-those its ``schedule`` names. A job's window (``jobclaims.windows``) cuts its
-time into calendar windows or fixed buckets; a scheduled job's fires
-(``jobclaims.cron``) each open a slot, the second the fire names, or with a
-declared window too, the window the fire falls in.
+every key, for a moment, for now by the database clock
+(``jobclaims.claiming.slot_key()``) or for an operator's ``--window``: a
+``JobCommand`` and ``jobclaims_run`` ask their job's
+(``jobclaims.commands.slots_of()``), the scheduler and health a schedule's
+(``JobSchedule.slots``), ``claim()``, ``@claimed`` and a Celery task those
+their ``window`` cuts, and a claim those its ``schedule`` names. A job's
+window (``jobclaims.windows``) cuts its time into calendar windows or fixed
+buckets; a scheduled job's fires (``jobclaims.cron``) each open a slot, the
+second the fire names, or with a declared window too, the window the fire
+falls in.
 
 A key names a slot, but two keys can name the same time: a deploy that
 writes ``"hourly"`` for ``timedelta(hours=1)``, or removes a scheduled job's
