@@ -175,9 +175,10 @@ def _end(
     return window.start_of(window.key_at(moment))
 
 
-def ran(runs: QuerySet, job: str, window: str, slot: Slot) -> QuerySet:
-    """``job``'s runs of other windows whose slot overlaps ``slot`` and that
-    succeeded or are still held: each refuses a claim of ``slot``.
+def ran(runs: QuerySet, job: str, key: str, slot: Slot) -> QuerySet:
+    """``job``'s runs of windows other than ``key`` whose slot overlaps
+    ``slot`` and that succeeded or are still held: each refuses a claim of
+    ``slot``.
 
     The (job, slot_end) index finds them.
     """
@@ -185,6 +186,6 @@ def ran(runs: QuerySet, job: str, window: str, slot: Slot) -> QuerySet:
     held = Q(status=Status.RUNNING, expires_at__gt=DatabaseNow())
     return (
         runs.filter(job=job, slot_end__gt=start, slot_start__lt=end)
-        .exclude(window=window)
+        .exclude(window=key)
         .filter(held | Q(status=Status.SUCCEEDED))
     )
