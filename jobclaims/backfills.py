@@ -13,6 +13,7 @@ come back to it.
 from __future__ import annotations
 
 import datetime
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,16 +25,15 @@ from django.core.management.base import CommandError
 from jobclaims import job_discovery, schedule_names
 from jobclaims.claims.rule import Reason, Refusal
 from jobclaims.clock import database_now
-from jobclaims.commands import JobCommand
+from jobclaims.commands import JobCommand, run_key, schedule_for_run, slots_of
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import UnknownJob
 from jobclaims.models import JobRun
 from jobclaims.schedules import entries
-from jobclaims.windows import resolve
+from jobclaims.slots import Slots
 
 #: The longest a window held up by a run of another window waits between looks.
 LONGEST_LOOK = 1.0
-MICROSECOND = datetime.timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,11 @@ class Target:
         """The name the job's (or the schedule's) claims are recorded under."""
         job = self.job.job_name or self.command
         return job if self.schedule is None else schedule_names.claim_name(job, self.schedule)
+
+    @functools.cached_property
+    def slots(self) -> Slots:
+        """How the job's (or the schedule's) time is cut, or ``CommandError`` naming the fix."""
+        return slots_of(self.job, schedule_for_run(self.job, self.schedule))
 
 
 @dataclass
@@ -89,7 +94,7 @@ def job_commands() -> list[Target]:
 
 def current_key(job: Target) -> str:
     """The key of the job's current window, or of its latest fire due."""
-    return job.job._window_key(None, job.schedule)
+    return run_key(job.name, job.slots, None)
 
 
 class WindowFailed(Exception):
@@ -119,15 +124,10 @@ def keys_between(
             f"--to {end.isoformat()} has not come yet by the database clock; "
             "leave --to out to end the range now"
         )
-    scheduled = job.job._scheduled(job.schedule)
-    if scheduled is not None:
-        keys = [key for _, key in scheduled.expected_fires(start - MICROSECOND, end)]
-    else:
-        window = resolve(job.job.window)
-        keys = [*window.keys_between(start, end), window.key_at(end)]
+    keys = job.slots.keys_through(start, end)
     if not keys:
         raise ValueError(f"{job.name} has no fire from {start.isoformat()} to {end.isoformat()}")
-    return list(dict.fromkeys(keys))
+    return keys
 
 
 def run_windows(
@@ -185,7 +185,7 @@ def claim(job: Target, key: str, force: bool = False) -> JobRun | Refusal:
         lease=job.job._lease(None),
         force=force,
         allow_overlap=job.job.allow_overlap,
-        schedule=job.job._recorded_schedule(job.schedule),
+        schedule=job.slots.recorded_schedule,
     )
 
 

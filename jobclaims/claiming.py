@@ -26,8 +26,9 @@ from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import ClaimLost, JobCancelled, JobTimedOut, LeaseLapsed, NotClaimed
 from jobclaims.heartbeat import Heartbeat, lease_deadline
 from jobclaims.models import JobRun
+from jobclaims.slots import Slots
 from jobclaims.stopping import stops_held_back
-from jobclaims.windows import WindowSpec, resolve
+from jobclaims.windows import WindowSpec
 
 logger = logging.getLogger("jobclaims")
 
@@ -55,12 +56,22 @@ def window_key(spec: WindowSpec, explicit: str | None = None) -> str:
     Raises ``ValueError`` naming the fix for an unknown spec or a key that
     does not parse.
     """
-    window = resolve(spec)
+    return slot_key(Slots.of_window(spec), explicit)
+
+
+def slot_key(slots: Slots, explicit: str | None = None) -> str:
+    """The key of the slot ``explicit`` (an operator's ``--window``) names, else
+    of the one due now by the claims database's clock.
+
+    Raises ``ValueError`` naming the fix for a key that does not parse, or
+    a schedule with no fire yet. The clock is read here, not in
+    ``jobclaims.slots``, which the claims model imports to record a slot.
+    """
     if explicit is not None:
-        return window.key_for(explicit)
+        return slots.key_for(explicit)
     db = jobclaims_settings.claims_database(JobRun)
     # A connection lost to a failover is tried again, as a claim would.
-    return window.key_at(retries.retrying(connections[db], lambda: database_now(db)))
+    return slots.current_key(retries.retrying(connections[db], lambda: database_now(db)))
 
 
 @contextmanager
@@ -98,32 +109,33 @@ def claim(
         lease = jobclaims_settings.default_lease
     validate_max_run_time(max_run_time)
     validate_wait(wait)
-    slot = window_key(window, key)
+    slots = Slots.of_window(window)
+    key = slot_key(slots, key)
     run = claim_waiting(
         job,
-        slot,
+        key,
         wait,
         lease=lease,
         force=force,
         allow_overlap=allow_overlap,
-        schedule=resolve(window).name,
+        schedule=slots.recorded_schedule,
     )
     if isinstance(run, Refusal):
-        raise NotClaimed(job, slot, run)
+        raise NotClaimed(job, key, run)
     with holding(run, lease, max_run_time):
         yield run
 
 
 def claim_waiting(
     job: str,
-    window: str,
+    key: str,
     wait: datetime.timedelta | None,
     *,
     lease: datetime.timedelta,
     allow_overlap: bool = False,
     **options: Any,
 ) -> JobRun | Refusal:
-    """Claim ``window``, waiting up to ``wait`` for the run in its way to let go.
+    """Claim the window ``key``, waiting up to ``wait`` for the run in its way to let go.
 
     A runner that retries (a Kubernetes Job's ``backoffLimit``, a task
     queue's redelivery) may retry a run that died before its lease ran out;
@@ -137,7 +149,7 @@ def claim_waiting(
     deadline = None
     while True:
         run = JobRun.objects.try_claim(
-            job, window, lease=lease, allow_overlap=allow_overlap, **options
+            job, key, lease=lease, allow_overlap=allow_overlap, **options
         )
         if not isinstance(run, Refusal):
             return run
@@ -171,7 +183,7 @@ def claimed(
     """
 
     # Checked as the module that uses it is imported, not at the first call.
-    resolve(window)
+    Slots.of_window(window)
     if lease is not None and (problem := leases.problem(lease)):
         raise ValueError(f"lease {problem}")
     validate_wait(wait)

@@ -16,9 +16,8 @@ from django.utils import timezone
 from jobclaims import leases, retries, schedule_names, timeouts, windows
 from jobclaims.cancels import cancellation
 from jobclaims.children import adopt, use_parents_databases
-from jobclaims.claiming import claim_waiting, holding, validate_max_run_time, window_key
+from jobclaims.claiming import claim_waiting, holding, slot_key, validate_max_run_time
 from jobclaims.claims.rule import PauseNote, Reason, Refusal
-from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import (
     ClaimLost,
@@ -31,6 +30,7 @@ from jobclaims.exceptions import (
 from jobclaims.heartbeat import lease_deadline
 from jobclaims.models import JobRun
 from jobclaims.schedules import JobSchedule, Schedule
+from jobclaims.slots import Slots
 from jobclaims.stopping import SelfStop, interrupting_on_stop_signals
 
 __all__ = ["JobCommand", "Schedule"]
@@ -233,20 +233,21 @@ class JobCommand(BaseCommand):
                 job = schedule_names.claim_name(job, schedule_name)
             self._run_adopted(job, lease, args, options)
             return
-        if (scheduled := self._scheduled(options.get("schedule_name"))) is not None:
+        if (scheduled := schedule_for_run(self, options.get("schedule_name"))) is not None:
             job = scheduled.job
-        window = options["window_key"] or ""
+        slots = slots_of(self, scheduled)
+        key = options["window_key"] or ""
         try:
-            window = self._window_key(options["window_key"], options.get("schedule_name"))
+            key = run_key(job, slots, options["window_key"])
             validate_max_run_time(self.max_run_time)
             run: JobRun | Refusal = claim_waiting(
                 job,
-                window,
+                key,
                 options.get("wait"),
                 lease=lease,
                 force=options["force"],
                 allow_overlap=self.allow_overlap,
-                schedule=self._recorded_schedule(options.get("schedule_name")),
+                schedule=slots.recorded_schedule,
             )
         except ValueError as error:
             raise CommandError(error) from error
@@ -255,11 +256,11 @@ class JobCommand(BaseCommand):
         except DatabaseError as error:
             if retries.is_transient(error):
                 raise CommandError(
-                    f"Could not claim {job} {window}".rstrip()
+                    f"Could not claim {job} {key}".rstrip()
                     + f": the database kept answering {retries.summary(error)} for "
                     f"{retries.RETRY_FOR:.0f} s, so nothing ran; the next run tries again"
                 ) from error
-            self._explain_missing_migrations(job, window, error)
+            self._explain_missing_migrations(job, key, error)
             raise
         # At -v 0 (cron) a skip says nothing and a run only what run_job()
         # says: cron mails any output, and stepping aside is normal.
@@ -269,7 +270,7 @@ class JobCommand(BaseCommand):
             return
         if options["verbosity"]:
             self.stdout.write(
-                f"Claimed {job} {window} (attempt {run.attempt}), "
+                f"Claimed {job} {key} (attempt {run.attempt}), "
                 f"lease until {_local(run.expires_at)}."
             )
         self._run(run, lease, args, options)
@@ -279,20 +280,20 @@ class JobCommand(BaseCommand):
     ) -> None:
         """Run under the claim the scheduler took for this process."""
         use_parents_databases()
-        window = options["window_key"]
+        key = options["window_key"]
         try:
-            run = adopt(job, window, options["claim_token"]) if window else None
+            run = adopt(job, key, options["claim_token"]) if key else None
             renewed = run is not None and run.renew(
                 lease, until=lease_deadline(run, self.max_run_time)
             )
         except DatabaseError as error:
             raise CommandError(
-                f"Could not adopt {job} {window}: the database answered {retries.summary(error)}, "
+                f"Could not adopt {job} {key}: the database answered {retries.summary(error)}, "
                 "so nothing ran; its claim ends with its lease"
             ) from error
         if run is None:
             raise CommandError(
-                f"{job} {window}: the claim this process was started under is no longer "
+                f"{job} {key}: the claim this process was started under is no longer "
                 "held (its lease ran out before the process started, or another "
                 "instance took it over), so nothing ran"
             )
@@ -300,45 +301,15 @@ class JobCommand(BaseCommand):
         # from here on the claim lasts the job's own.
         if not renewed:
             raise CommandError(
-                f"{job} {window}: the claim this process was started under ended before "
+                f"{job} {key}: the claim this process was started under ended before "
                 "it could be renewed, so nothing ran"
             )
         if options["verbosity"]:
             self.stdout.write(
-                f"Adopted {job} {window} (attempt {run.attempt}), "
+                f"Adopted {job} {key} (attempt {run.attempt}), "
                 f"lease until {_local(run.expires_at)}."
             )
         self._run(run, lease, args, options)
-
-    def _scheduled(self, name: str | None = None) -> JobSchedule | None:
-        """The schedule a run claims a fire of: the one named ``name``, or the
-        job's only one. A job with several must be told which."""
-        if self.schedule is None and not self.schedules:
-            if name is not None:
-                raise CommandError(f"--schedule-name {name!r}: this job has no schedules")
-            return None
-        try:
-            each = JobSchedule.each_of(self, self._command_name())
-        except ValueError as error:
-            raise CommandError(error) from error
-        names = ", ".join(repr(job.name) for job in each)
-        if name is not None:
-            found = next((job for job in each if job.name == name), None)
-            if found is None:
-                raise CommandError(f"--schedule-name {name!r} names none of its schedules: {names}")
-            return found
-        if len(each) > 1:
-            raise CommandError(
-                f"{self._command_name()} has several schedules, each with its own claims; "
-                f"name the one to run with --schedule-name: {names}"
-            )
-        return each[0]
-
-    def _recorded_schedule(self, schedule_name: str | None = None) -> str:
-        scheduled = self._scheduled(schedule_name)
-        if scheduled is not None:
-            return scheduled.recorded_schedule
-        return windows.resolve(self.window).name
 
     def _command_name(self) -> str:
         """The name ``manage.py`` knows this command by: its module's name."""
@@ -354,20 +325,7 @@ class JobCommand(BaseCommand):
             raise CommandError(f"{type(self).__name__}.lease {problem}")
         return self.lease
 
-    def _window_key(self, explicit: str | None, schedule_name: str | None = None) -> str:
-        scheduled = self._scheduled(schedule_name)
-        if scheduled is not None:
-            return scheduled_key(scheduled, explicit)
-        try:
-            windows.resolve(self.window)
-        except ValueError as error:
-            raise CommandError(f"{type(self).__name__}.window: {error}") from error
-        try:
-            return window_key(self.window, explicit)
-        except ValueError as error:
-            raise CommandError(f"--window: {error}") from error
-
-    def _explain_missing_migrations(self, job: str, window: str, error: DatabaseError) -> None:
+    def _explain_missing_migrations(self, job: str, key: str, error: DatabaseError) -> None:
         """Turn the error of a database without jobclaims' tables into the fix.
 
         The check reads the migrations table; a database that fails that
@@ -383,7 +341,7 @@ class JobCommand(BaseCommand):
             # Each said once.
             answers = dict.fromkeys((retries.summary(error), retries.summary(also)))
             raise CommandError(
-                f"Could not claim {job} {window}".rstrip()
+                f"Could not claim {job} {key}".rstrip()
                 + f": the database answered {', then '.join(answers)}, "
                 "so nothing ran; the next run tries again"
             ) from error
@@ -507,20 +465,51 @@ def _recorded(run: JobRun) -> str:
     )
 
 
-def scheduled_key(scheduled: JobSchedule, explicit: str | None) -> str:
-    """The key of the scheduled job's latest fire due by the database clock,
-    or of the fire ``explicit`` names."""
-    if explicit is not None:
-        try:
-            return scheduled.key_for(explicit)
-        except ValueError as error:
-            raise CommandError(f"--window: {error}") from error
-    db = jobclaims_settings.claims_database(JobRun)
-    now = retries.retrying(connections[db], lambda: database_now(db))
-    fire = scheduled.cron.latest_fire(now)
-    if fire is None:
-        raise CommandError(f"{scheduled.job}: its schedule has no fire time before now")
-    return scheduled.key(fire)
+def schedule_for_run(command: JobCommand, name: str | None = None) -> JobSchedule | None:
+    """The schedule a run of ``command`` claims a fire of: the one named
+    ``name``, or the job's only one; None for a job without one. A job with
+    several must be told which."""
+    if command.schedule is None and not command.schedules:
+        if name is not None:
+            raise CommandError(f"--schedule-name {name!r}: this job has no schedules")
+        return None
+    try:
+        each = JobSchedule.each_of(command, command._command_name())
+    except ValueError as error:
+        raise CommandError(error) from error
+    names = ", ".join(repr(job.name) for job in each)
+    if name is not None:
+        found = next((job for job in each if job.name == name), None)
+        if found is None:
+            raise CommandError(f"--schedule-name {name!r} names none of its schedules: {names}")
+        return found
+    if len(each) > 1:
+        raise CommandError(
+            f"{command._command_name()} has several schedules, each with its own claims; "
+            f"name the one to run with --schedule-name: {names}"
+        )
+    return each[0]
+
+
+def slots_of(command: JobCommand, scheduled: JobSchedule | None) -> Slots:
+    """How a run of ``command`` cuts time: by its schedule ``scheduled``
+    (``schedule_for_run()``), else by its window."""
+    if scheduled is not None:
+        return scheduled.slots
+    try:
+        return Slots.of_window(command.window)
+    except ValueError as error:
+        raise CommandError(f"{type(command).__name__}.window: {error}") from error
+
+
+def run_key(job: str, slots: Slots, explicit: str | None) -> str:
+    """The key a run of ``job`` claims: of the slot ``explicit`` (``--window``)
+    names, else of the one due now by the database clock."""
+    try:
+        return slot_key(slots, explicit)
+    except ValueError as error:
+        about = "--window" if explicit is not None else job
+        raise CommandError(f"{about}: {error}") from error
 
 
 def _local(moment: datetime.datetime | None) -> str:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from cronsim import CronSim, CronSimError
 from django.utils import timezone
 
-from jobclaims import windows
-from jobclaims.windows import UTC
+from jobclaims import wall_times
+from jobclaims.wall_times import UTC
 
 MICROSECOND = datetime.timedelta(microseconds=1)
 SECOND = datetime.timedelta(seconds=1)
@@ -90,7 +90,7 @@ class CronSchedule:
     def local(self, moment: datetime.datetime) -> datetime.datetime:
         """``moment`` as cronsim needs it: in the schedule's zone, by way of UTC."""
         if self.time_zone is None:
-            return windows._local(moment)
+            return wall_times.local(moment)
         return moment.astimezone(UTC).astimezone(named_zone(self.time_zone))
 
     # cronsim counts in whole seconds, and where a start has microseconds
@@ -129,7 +129,7 @@ class CronSchedule:
 
     def key(self, fire: datetime.datetime) -> str:
         """The key of the window ``fire`` opens: its local time, with its offset."""
-        return windows.canonical(self.local(fire))
+        return wall_times.canonical(self.local(fire))
 
     @property
     def at_set_local_times(self) -> bool:
@@ -174,7 +174,7 @@ class CronSchedule:
         the day's first fire.
         """
         zone = None if self.time_zone is None else named_zone(self.time_zone)
-        moment = windows._moment(text, zone)
+        moment = wall_times.parse(text, zone)
         if "T" in text:
             fire = self.latest_fire(moment)
         else:

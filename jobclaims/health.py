@@ -48,14 +48,14 @@ from dataclasses import dataclass, field, replace
 
 from django.utils import timezone
 
-from jobclaims import durations, health_reads, windows
+from jobclaims import durations, health_reads
 from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.job_discovery import schedule_of
 from jobclaims.models import JobRun, SchedulerSeen
 from jobclaims.overview import JobOverview, overview
 from jobclaims.schedules import ON_TIME, JobSchedule
-from jobclaims.windows import from_name
+from jobclaims.slots import Slots
 
 #: At most this many failed runs in a row are counted.
 FAILURES_COUNTED = 100
@@ -77,13 +77,10 @@ def due_window(
 
     ``schedule`` is what a claim records (``JobRun.schedule``: a window's
     name, "hourly" or "30-second"); ``grace`` None is one window, its longest
-    (25 hours for "daily"). None when the schedule names no window. This is
-    the one place that knows what a schedule is: a schedule of another kind
-    plugs in here.
+    (25 hours for "daily"). None when the schedule names no window.
     """
-    try:
-        window = from_name(schedule)
-    except ValueError:
+    window = Slots.recorded(schedule).window
+    if window is None:
         return None
     latest = now - (window.longest if grace is None else grace)
     key = window.key_at(latest)
@@ -347,7 +344,7 @@ def _overdue(facts: health_reads.Facts, job: str) -> Due | None:
         return None  # The job's first claim came after the due window: it was not due yet.
     success = facts.newest_success.get(job)
     if success is not None and _starts_by(
-        from_name(newest.schedule).start_of, success.window, due.due_at
+        Slots.recorded(newest.schedule).start_of, success.window, due.due_at
     ):
         return None
     return due
@@ -362,10 +359,8 @@ def _due_and_end(
     due = due_window(schedule, now, grace)
     if due is None:
         return None
-    window = from_name(schedule)
-    # The due window and the next: no window is longer than ``longest``.
-    _due, following = window.keys_between(due.due_at, due.due_at + 2 * window.longest)[:2]
-    return due, window.start_of(following)
+    _start, end = Slots.recorded(schedule).bounds(due.window)
+    return due, end
 
 
 def _overdue_fire(facts: health_reads.Facts, job: JobSchedule) -> Due | None:
@@ -374,10 +369,10 @@ def _overdue_fire(facts: health_reads.Facts, job: JobSchedule) -> Due | None:
     since = facts.in_force_since(job)
     if fire is None or since is None or fire < since:
         return None  # A fire from before its schedule came into force was never due.
-    key = job.key(fire)
-    start = fire_start(job)
+    slots = job.slots
+    key = slots.key_at(fire)
     success = facts.newest_success.get(job.job)
-    if success is not None and _starts_by(start, success.window, start(key)):
+    if success is not None and _starts_by(slots.start_of, success.window, slots.start_of(key)):
         return None
     return Due(key, fire)
 
@@ -390,11 +385,6 @@ def _starts_by(
         return start_of(key) >= due_at
     except ValueError:
         return False  # A key of a schedule the job had before this one.
-
-
-def fire_start(job: JobSchedule) -> Callable[[str], datetime.datetime]:
-    """When the window a key of ``job`` names began: its declared window's start, or the fire."""
-    return job.window.start_of if job.window is not None else windows._moment
 
 
 #: A scheduled job's fire has at most this long to succeed by default, or
@@ -487,9 +477,8 @@ def missed_windows(job: str) -> list[str]:
     first = oldest_first.finished().first() or oldest_first.first()
     if first is None:
         return []
-    try:
-        window = from_name(first.schedule)
-    except ValueError:
+    window = Slots.recorded(first.schedule).window
+    if window is None:
         # A schedule no window has (a window under a second was once
         # recorded as "0-second"): its windows cannot be listed.
         return []

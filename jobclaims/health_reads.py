@@ -35,7 +35,7 @@ from jobclaims.models import (
 )
 from jobclaims.schedule_versions import fingerprint_of
 from jobclaims.schedules import ON_TIME, JobSchedule
-from jobclaims.windows import from_name
+from jobclaims.slots import Slots
 
 #: Health counts at most this many missed fires or windows per job.
 MISSED_COUNTED = 1000
@@ -388,7 +388,8 @@ def _expected_fires(
     """Fires from ``start`` that are at least ``ON_TIME`` old, newest ``MISSED_COUNTED``."""
     fires = itertools.takewhile(lambda fire: fire >= start, job.cron.fires_before(now - ON_TIME))
     return [
-        (fire, job.key(fire)) for fire in reversed(list(itertools.islice(fires, MISSED_COUNTED)))
+        (fire, job.slots.key_at(fire))
+        for fire in reversed(list(itertools.islice(fires, MISSED_COUNTED)))
     ]
 
 
@@ -403,9 +404,8 @@ def ended_windows(
     time zone their keys are in): cached, so that a thousand hourly jobs
     cost one listing.
     """
-    try:
-        window = from_name(schedule)
-    except ValueError:
+    window = Slots.recorded(schedule).window
+    if window is None:
         return ()  # Claims that name no window (or none): nothing to expect.
     starts = [
         (window.start_of(key), key) for key in window.keys_between(start - window.longest, now)

@@ -54,7 +54,7 @@ def overview(
         # History starts at the fire the job's first claim was for.
         start = job.cron.latest_fire(first.claimed_at) or first.claimed_at
         recent = [
-            (fire, job.key(fire))
+            (fire, job.slots.key_at(fire))
             for fire in itertools.islice(job.cron.fires_before(now - ON_TIME), fires)
             if fire >= start
         ]

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 
-from jobclaims import attempts, cancels, pauses, schedule_versions, timeouts, windows
+from jobclaims import attempts, cancels, pauses, schedule_versions, timeouts, wall_times
 from jobclaims.children import job_argv, job_environment
 from jobclaims.claims.rule import Refusal
 from jobclaims.clock import DatabaseNow, database_now
@@ -414,7 +414,7 @@ class Scheduler:
         fire = job.due(now)
         if fire is None or self.tried.get(job.job) == fire or fire < self._oldest_due(job):
             return []
-        key = job.key(fire)
+        key = job.slots.key_at(fire)
         if now - fire > ON_TIME and self._settled_or_held(job, key):
             # A late look (a start, --once from cron): one read, rather than
             # a claim refused and a skip recorded for a fire long settled.
@@ -511,9 +511,9 @@ class Scheduler:
         newest = runs.order_by("-claimed_at").first()
         if newest is None:
             latest = job.cron.latest_fire(now)
-            return [] if latest is None or latest < oldest else [(latest, job.key(latest))]
+            return [] if latest is None or latest < oldest else [(latest, job.slots.key_at(latest))]
         try:
-            anchor = windows._moment(newest.window)
+            anchor = wall_times.parse(newest.window)
         except ValueError:
             anchor = newest.claimed_at - (job.window.longest if job.window else ON_A_DAY)
         anchor = max(anchor, oldest)
@@ -531,7 +531,7 @@ class Scheduler:
             key,
             lease=min(job.lease, START_LEASE) + (job.jitter or datetime.timedelta()),
             allow_overlap=job.allow_overlap,
-            schedule=job.recorded_schedule,
+            schedule=job.slots.recorded_schedule,
             details=False,
             take_failed=retry,
         )

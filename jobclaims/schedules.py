@@ -33,6 +33,7 @@ from django.utils import timezone
 from jobclaims import attempts, durations, leases, schedule_names, timeouts, windows
 from jobclaims.attempts import RetryPolicy
 from jobclaims.cron import CronSchedule, named_zone
+from jobclaims.slots import Slots
 
 #: How late a fire may be claimed and still count as on time: a scheduler
 #: that wakes late, or a crontab line's ``--once`` that starts slowly.
@@ -227,27 +228,9 @@ class JobSchedule:
         return list(itertools.islice(self.cron.fires_after(now), count))
 
     @property
-    def recorded_schedule(self) -> str:
-        """What claims record in their ``schedule`` column."""
-        if self.window is not None:
-            return self.window.name
-        # The column holds 32 characters; longer expressions are not named.
-        return self.cron.expression if len(self.cron.expression) <= 32 else "cron"
-
-    def key(self, fire: datetime.datetime) -> str:
-        if self.window is not None:
-            return self.window.key_at(fire)
-        return self.cron.key(fire)
-
-    def key_for(self, text: str) -> str:
-        """The window key an operator's ``--window`` names, or ``ValueError``."""
-        return self.key(self.cron.fire_for(text))
-
-    def expected_fires(
-        self, start: datetime.datetime, end: datetime.datetime
-    ) -> list[tuple[datetime.datetime, str]]:
-        """Each fire after ``start`` up to ``end``, with the key it claims."""
-        return [(fire, self.key(fire)) for fire in self.cron.fires_between(start, end)]
+    def slots(self) -> Slots:
+        """How its time is cut: each fire a slot, keyed by the declared window if it has one."""
+        return Slots(self.window, self.cron)
 
     def due(self, now: datetime.datetime) -> datetime.datetime | None:
         """The fire to claim at ``now`` by the misfire policy (not for ``all``)."""
@@ -267,7 +250,8 @@ class JobSchedule:
     ) -> list[tuple[datetime.datetime, str]]:
         """The oldest ``CATCH_UP_LIMIT`` fires after ``anchor`` up to ``now``, oldest first."""
         due = itertools.takewhile(lambda fire: fire <= now, self.cron.fires_after(anchor))
-        return [(fire, self.key(fire)) for fire in itertools.islice(due, CATCH_UP_LIMIT)]
+        slots = self.slots
+        return [(fire, slots.key_at(fire)) for fire in itertools.islice(due, CATCH_UP_LIMIT)]
 
 
 def problems(command_class: type[ScheduledCommand]) -> list[str]:

@@ -1,13 +1,27 @@
-"""The interval of time a claim's window covers, and the rule that runs each once.
+"""How a job's time is cut into slots: the key of each, the interval it covers, and
+the rule that runs each once.
 
-A key names a window, but two keys can name the same time: a deploy that
+A slot is the stretch of time one run of a job is for, named by its key: two
+instances that compute the same key compete for the same run, and the unique
+constraint on ``(job, window)`` lets one of them have it. ``Slots`` computes
+every key, for a moment, for now by the database clock
+(``jobclaims.claiming.slot_key()``) or for an operator's ``--window``: a
+``JobCommand`` and ``jobclaims_run`` ask their job's
+(``jobclaims.commands.slots_of()``), the scheduler and health a schedule's
+(``JobSchedule.slots``), ``claim()``, ``@claimed`` and a Celery task those
+their ``window`` cuts, and a claim those its ``schedule`` names. A job's
+window (``jobclaims.windows``) cuts its time into calendar windows or fixed
+buckets; a scheduled job's fires (``jobclaims.cron``) each open a slot, the
+second the fire names, or with a declared window too, the window the fire
+falls in.
+
+A key names a slot, but two keys can name the same time: a deploy that
 writes ``"hourly"`` for ``timedelta(hours=1)``, or removes a scheduled job's
 ``window = "daily"`` line so that its fires are keyed by their own time. The
 unique constraint on ``(job, window)`` cannot see that. So each claim records
 its slot, ``[slot_start, slot_end)``, and a claim is refused (reason
 ``slot-ran``) while another window of the job whose slot overlaps it has
-succeeded or is still held. A window's slot is the window itself; a fire's,
-when the job's keys are its fires, is the second it names.
+succeeded or is still held.
 
 Claims with no schedule name (``JobRun.objects.claim()`` without one) record
 no slot and are not compared.
@@ -16,40 +30,135 @@ no slot and are not compared.
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
+from jobclaims import wall_times
 from jobclaims.claims.rule import Status
 from jobclaims.clock import DatabaseNow
-from jobclaims.windows import CalendarWindow, FixedWindow, _moment, from_name
+from jobclaims.cron import CronSchedule
+from jobclaims.windows import CalendarWindow, FixedWindow, WindowSpec, from_name, resolve
 
 Slot = tuple[datetime.datetime, datetime.datetime]
 
 #: A fire's slot: the second its key names.
 FIRE = datetime.timedelta(seconds=1)
+MICROSECOND = datetime.timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Slots:
+    """How one job's time is cut into slots, and the key of each.
+
+    With a ``window`` alone, a moment's slot is the window holding it. With
+    a ``cron`` schedule, each fire opens a slot, keyed by the fire's own time,
+    or by the window it falls in when there is a ``window`` too. With
+    neither, the slots are fires of a schedule known only by the name its
+    claims recorded (``recorded()``): they can be bounded, not listed.
+    """
+
+    #: The window whose keys the slots have; None: a fire's key is its own time.
+    window: CalendarWindow | FixedWindow | None = None
+    #: The schedule whose fires open the slots; None: the window holds each moment.
+    cron: CronSchedule | None = None
+
+    @classmethod
+    def of_window(cls, spec: WindowSpec) -> Slots:
+        """The slots a job's ``window`` cuts, or ``ValueError`` naming the fix."""
+        return cls(resolve(spec))
+
+    @classmethod
+    def recorded(cls, schedule: str) -> Slots:
+        """The slots of a claim that recorded ``schedule`` (``recorded_schedule``):
+        those of the window it names, else fires keyed by their own time."""
+        try:
+            return cls(from_name(schedule))
+        except ValueError:
+            return cls()
+
+    @property
+    def recorded_schedule(self) -> str:
+        """What a claim records in its ``schedule`` column: the window's name,
+        else the cron expression."""
+        if self.window is not None:
+            return self.window.name
+        expression = self._fires.expression
+        # The column holds 32 characters; longer expressions are not named.
+        return expression if len(expression) <= 32 else "cron"
+
+    def key_at(self, moment: datetime.datetime) -> str:
+        """The key of the slot ``moment`` is in; with a schedule, ``moment`` is a fire."""
+        if self.window is not None:
+            return self.window.key_at(moment)
+        return self._fires.key(moment)
+
+    def key_for(self, text: str) -> str:
+        """The key of the slot an operator's ``--window`` names, or
+        ``ValueError`` naming the fix; with a schedule, the fire it names
+        (``CronSchedule.fire_for()``)."""
+        if self.cron is None and self.window is not None:
+            return self.window.key_for(text)
+        return self.key_at(self._fires.fire_for(text))
+
+    def current_key(self, now: datetime.datetime) -> str:
+        """The key of the slot due at ``now``: the window holding it, or the
+        schedule's latest fire at or before it (``ValueError`` if none)."""
+        if self.cron is None:
+            return self.key_at(now)
+        fire = self.cron.latest_fire(now)
+        if fire is None:
+            raise ValueError("its schedule has no fire time before now")
+        return self.key_at(fire)
+
+    def fires_between(
+        self, start: datetime.datetime, end: datetime.datetime
+    ) -> list[tuple[datetime.datetime, str]]:
+        """Each fire after ``start`` up to ``end``, with the key it claims."""
+        return [(fire, self.key_at(fire)) for fire in self._fires.fires_between(start, end)]
+
+    def keys_through(self, start: datetime.datetime, end: datetime.datetime) -> list[str]:
+        """Keys of the slots from ``start`` through ``end``, oldest first, each
+        once: the windows holding both and those between, or the fires from
+        ``start`` to ``end``, both included."""
+        if self.cron is None and self.window is not None:
+            keys = [*self.window.keys_between(start, end), self.window.key_at(end)]
+        else:
+            keys = [key for _fire, key in self.fires_between(start - MICROSECOND, end)]
+        return list(dict.fromkeys(keys))
+
+    def start_of(self, key: str) -> datetime.datetime:
+        """When the slot ``key`` names begins, or ``ValueError`` if it names none."""
+        if self.window is not None:
+            return self.window.start_of(key)
+        return wall_times.parse(key)
+
+    def bounds(self, key: str) -> Slot:
+        """The slot ``key`` names, ``[start, end)``, or ``ValueError`` if it names none."""
+        start = self.start_of(key)
+        if self.window is None:
+            return start, start + FIRE
+        return start, _end(self.window, key, start)
+
+    @property
+    def _fires(self) -> CronSchedule:
+        assert self.cron is not None, "the slots of a recorded schedule have no fire times"
+        return self.cron
 
 
 def bounds(schedule: str, key: str) -> Slot | None:
     """The slot of the window ``key`` of a job whose windows ``schedule`` cuts.
 
-    ``schedule`` is what a claim records: a window's name ("hourly",
-    "3600-second") or a cron expression, whose keys are fire times.
-    ``None`` when there is no schedule, or the key does not parse.
+    ``schedule`` is what a claim records (``Slots.recorded()``): a window's
+    name ("hourly", "3600-second") or a cron expression, whose keys are fire
+    times. ``None`` when there is no schedule, or the key does not parse.
     """
     if not schedule:
         return None
     try:
-        window = from_name(schedule)
-    except ValueError:
-        window = None
-    try:
-        if window is None:
-            start = _moment(key)
-            return start, start + FIRE
-        start = window.start_of(key)
+        return Slots.recorded(schedule).bounds(key)
     except ValueError:
         return None
-    return start, _end(window, key, start)
 
 
 def _end(
@@ -66,9 +175,10 @@ def _end(
     return window.start_of(window.key_at(moment))
 
 
-def ran(runs: QuerySet, job: str, window: str, slot: Slot) -> QuerySet:
-    """``job``'s runs of other windows whose slot overlaps ``slot`` and that
-    succeeded or are still held: each refuses a claim of ``slot``.
+def ran(runs: QuerySet, job: str, key: str, slot: Slot) -> QuerySet:
+    """``job``'s runs of windows other than ``key`` whose slot overlaps
+    ``slot`` and that succeeded or are still held: each refuses a claim of
+    ``slot``.
 
     The (job, slot_end) index finds them.
     """
@@ -76,6 +186,6 @@ def ran(runs: QuerySet, job: str, window: str, slot: Slot) -> QuerySet:
     held = Q(status=Status.RUNNING, expires_at__gt=DatabaseNow())
     return (
         runs.filter(job=job, slot_end__gt=start, slot_start__lt=end)
-        .exclude(window=window)
+        .exclude(window=key)
         .filter(held | Q(status=Status.SUCCEEDED))
     )

@@ -10,12 +10,8 @@ windows shorter than a day carry the UTC offset, which keeps the two 01:00
 hours of a daylight-saving change apart. A ``timedelta`` cuts time into fixed
 buckets counted from the Unix epoch, the same on every host.
 
-Every instant has exactly one key. A wall time that a daylight-saving change
-skips or repeats is read the way Python reads it (``fold=0``): one skipped by
-a spring-forward change with the offset before the change, so 02:30 on the
-night New York skips from 02:00 to 03:00 is 03:30 daylight time; one repeated
-by a fall-back change as its first occurrence. An operator who means the
-second 01:30 writes its offset: ``2026-11-01T01:30-05:00``.
+Every instant has exactly one key, and a key or an operator's text is read
+as a wall time by the rule of ``jobclaims.wall_times``.
 """
 
 from __future__ import annotations
@@ -24,11 +20,11 @@ import datetime
 from dataclasses import dataclass
 
 from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
+
+from jobclaims import wall_times
+from jobclaims.wall_times import UTC
 
 WindowSpec = str | datetime.timedelta
-
-UTC = datetime.timezone.utc
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
 SECOND = datetime.timedelta(seconds=1)
@@ -41,7 +37,7 @@ class CalendarWindow:
     name: str
 
     def key_at(self, moment: datetime.datetime) -> str:
-        local = _local(moment)
+        local = wall_times.local(moment)
         if self.name == "minutely":
             return local.replace(second=0, microsecond=0).isoformat("T", "minutes")
         if self.name == "hourly":
@@ -95,8 +91,8 @@ class CalendarWindow:
         elif self.name in ("minutely", "hourly") and "T" not in text:
             raise ValueError("a date alone does not name one hour or minute")
         else:
-            return _moment(text)
-        return _aware(day)
+            return wall_times.parse(text)
+        return wall_times.aware(day)
 
 
 @dataclass(frozen=True)
@@ -111,7 +107,7 @@ class FixedWindow:
 
     def key_at(self, moment: datetime.datetime) -> str:
         buckets = (moment.astimezone(UTC) - EPOCH) // self.size
-        return canonical(_local(EPOCH + buckets * self.size))
+        return wall_times.canonical(wall_times.local(EPOCH + buckets * self.size))
 
     def keys_between(self, start: datetime.datetime, end: datetime.datetime) -> list[str]:
         """Keys of the buckets from ``start``'s up to, not including, ``end``'s."""
@@ -123,11 +119,11 @@ class FixedWindow:
 
     def start_of(self, key: str) -> datetime.datetime:
         """The moment the bucket ``key`` names began: its key is that moment."""
-        return _moment(key)
+        return wall_times.parse(key)
 
     def key_for(self, text: str) -> str:
         try:
-            return self.key_at(_moment(text))
+            return self.key_at(wall_times.parse(text))
         except ValueError:
             raise ValueError(
                 f"{text!r} is not a valid {self.name} window; "
@@ -172,17 +168,6 @@ def from_name(name: str) -> CalendarWindow | FixedWindow:
     return resolve(name)
 
 
-def canonical(start: datetime.datetime) -> str:
-    """The one key of a window or fire starting at ``start``, a local time:
-    to the minute, with seconds only where they are not zero.
-
-    One spelling per instant: ``timedelta(hours=1)`` and ``"hourly"`` name
-    the same hour ``2026-12-01T20:00+00:00``, and a schedule that gains a
-    seconds field keys its fires as before.
-    """
-    return start.isoformat("T", "seconds" if start.second else "minutes")
-
-
 def _distinct_keys(
     window: CalendarWindow | FixedWindow,
     start: datetime.datetime,
@@ -200,33 +185,3 @@ def _distinct_keys(
         moment += step
     keys.pop(current, None)
     return list(keys)
-
-
-def _moment(text: str, zone: datetime.tzinfo | None = None) -> datetime.datetime:
-    """An ISO 8601 date or date-time, read the same on every Python version
-    (3.10's ``fromisoformat`` refuses ``Z`` and short fractions of seconds).
-
-    One without an offset is a wall time in ``zone``, by default the
-    project's, read by the rule above."""
-    moment = parse_datetime(text)
-    if moment is None and (day := parse_date(text)) is not None:
-        moment = datetime.datetime.combine(day, datetime.time())
-    if moment is None:
-        raise ValueError(f"{text!r} is not an ISO 8601 date or date-time")
-    return _aware(moment, zone)
-
-
-def _local(moment: datetime.datetime) -> datetime.datetime:
-    """``moment`` in the project's time zone, by way of UTC.
-
-    ``localtime()`` returns a datetime already in the current zone as it is,
-    even a wall time that does not exist, whose key would then name an hour
-    no scheduled run has. Through UTC every instant has one wall time.
-    """
-    return timezone.localtime(moment.astimezone(UTC))
-
-
-def _aware(moment: datetime.datetime, zone: datetime.tzinfo | None = None) -> datetime.datetime:
-    if timezone.is_naive(moment):
-        return timezone.make_aware(moment, zone)
-    return moment

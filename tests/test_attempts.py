@@ -114,7 +114,7 @@ def test_a_scheduler_that_looks_at_a_failed_fire_leaves_it_to_the_retry_policy()
     job = the_job("always_fails")
     fire = job.cron.latest_fire(database_now())
     assert fire is not None
-    run = JobRun.objects.claim(job.job, job.key(fire), lease=job.lease)
+    run = JobRun.objects.claim(job.job, job.slots.key_at(fire), lease=job.lease)
     assert run is not None
     run.release(JobRun.Status.FAILED, error="RuntimeError: the ledger is closed")
     scheduler = Scheduler([job], max_jobs=1, say=print)
@@ -182,7 +182,7 @@ def test_once_on_three_hosts_at_a_failing_fire_runs_it_once_per_attempt_the_poli
     # The same in every trial: one run per attempt, 1 + retries, in order.
     expected = list(range(1, job.retry.retries + 2))
     assert {window: [a for a, _ in runs] for window, runs in by_window.items()} == {
-        job.key(each): expected for each in fires
+        job.slots.key_at(each): expected for each in fires
     }
     for runs in by_window.values():
         times = [at for _, at in runs]
@@ -191,5 +191,5 @@ def test_once_on_three_hosts_at_a_failing_fire_runs_it_once_per_attempt_the_poli
             full = min(job.retry.backoff * 2 ** (failures - 1), job.retry.backoff_max)
             assert later - earlier >= full.total_seconds() / 2
     for each in fires:
-        run = JobRun.objects.get(job=job.job, window=job.key(each))
+        run = JobRun.objects.get(job=job.job, window=job.slots.key_at(each))
         assert (run.status, run.failures) == (JobRun.Status.FAILED, len(expected))

@@ -137,8 +137,8 @@ def run_fire(job: JobSchedule, fire: datetime.datetime, status: str = "succeeded
     """A claim of ``fire``, made as it fired, in ``status``."""
     return JobRun.objects.create(
         job=job.job,
-        window=job.key(fire),
-        schedule=job.recorded_schedule,
+        window=job.slots.key_at(fire),
+        schedule=job.slots.recorded_schedule,
         owner="web-1:4242:0c0ffee0",
         status=status,
         claimed_at=fire,
@@ -187,8 +187,8 @@ def test_a_scheduled_job_is_overdue_when_its_due_fire_has_no_success(client):
     assert verdicts(client) == {NIGHTLY: {"overdue", "missed"}}
     [health] = job_health(NIGHTLY)
     assert health.overdue is not None
-    assert health.overdue.window == job.key(due)
-    assert health.missed == [job.key(due)]
+    assert health.overdue.window == job.slots.key_at(due)
+    assert health.missed == [job.slots.key_at(due)]
 
     run_fire(job, due)
     assert verdicts(client) == {}
@@ -229,7 +229,7 @@ def test_one_missed_fire_trips_the_missed_signal_though_the_next_succeeded(clien
     with override_settings(JOBCLAIMS={**WATCH, "MISSED_LOOK_BACK": 3 * DAY}):
         assert verdicts(client) == {NIGHTLY: {"missed"}}
         [health] = job_health(NIGHTLY)
-    assert health.missed == [job.key(skipped)]
+    assert health.missed == [job.slots.key_at(skipped)]
     # Out of the look-back, the missed fire no longer trips it.
     with override_settings(JOBCLAIMS={**WATCH, "MISSED_LOOK_BACK": DAY}):
         assert verdicts(client) == {}
@@ -332,7 +332,7 @@ def test_the_missed_listing_of_a_scheduled_job_looks_back_a_thousand_fires():
     first = job.cron.latest_fire(now - 10 * MINUTE)
     assert first is not None
     run_fire(job, first)
-    expected = [key for _fire, key in job.expected_fires(first, now - MINUTE)]
+    expected = [key for _fire, key in job.slots.fires_between(first, now - MINUTE)]
     # Ten minutes of a fire every two seconds: some 270 fires, not the 50 it listed.
     assert len(expected) > 250
     # From the fire after the claimed one; fires may pass before it is read.
@@ -372,7 +372,7 @@ def test_fires_from_before_the_schedule_came_into_force_are_not_missed(client):
         ).update(since=fires[4])
         assert verdicts(client) == {NIGHTLY: {"missed"}}
         [health] = job_health(NIGHTLY)
-    assert health.missed == [job.key(fire) for fire in reversed(fires[2:])]
+    assert health.missed == [job.slots.key_at(fire) for fire in reversed(fires[2:])]
 
 
 def test_a_schedule_no_scheduler_has_looked_at_has_no_fire_due(client):
@@ -408,7 +408,8 @@ def test_a_schedule_in_a_zone_of_its_own_is_overdue_in_that_zones_time(client):
     assert verdicts(client) == {"ny_open": {"overdue", "missed"}}
     [health] = job_health("ny_open")
     local = due.astimezone(zoneinfo.ZoneInfo("America/New_York"))
+    key = job.slots.key_at(due)
     assert health.problems[0].startswith(
-        f"overdue: the {job.key(due)} window, due {local:%Y-%m-%d %H:%M:%S %Z} (America/New_York)"
+        f"overdue: the {key} window, due {local:%Y-%m-%d %H:%M:%S %Z} (America/New_York)"
     )
-    assert job.key(due) == local.isoformat("T", "minutes")
+    assert key == local.isoformat("T", "minutes")

@@ -216,14 +216,14 @@ def test_fires_a_pause_refused_are_not_caught_up_by_the_misfire_policy_after_the
     latest = job.cron.latest_fire(now)
     assert latest is not None
     nights = [latest - datetime.timedelta(days=days) for days in (3, 2, 1, 0)]
-    JobRun.objects.claim(job.job, job.key(nights[0]), lease=LEASE)
+    JobRun.objects.claim(job.job, job.slots.key_at(nights[0]), lease=LEASE)
     JobRun.objects.get().release()
     pauses.pause(job.job, by="alice")
     for night in nights[1:3]:
-        assert JobRun.objects.claim(job.job, job.key(night), lease=LEASE) is None
+        assert JobRun.objects.claim(job.job, job.slots.key_at(night), lease=LEASE) is None
     pauses.resume(job.job, by="alice")
     scheduler = Scheduler([job], max_jobs=1, say=lambda line: None)
-    assert scheduler._unclaimed(job, now) == [(nights[3], job.key(nights[3]))]
+    assert scheduler._unclaimed(job, now) == [(nights[3], job.slots.key_at(nights[3]))]
 
 
 def test_a_pause_of_a_job_holds_for_each_of_its_schedules_and_one_schedule_pauses_alone():

@@ -67,7 +67,8 @@ def test_three_schedulers_run_every_fire_once_even_when_one_is_killed():
     runs = {run.window: run for run in JobRun.objects.filter(job="tick")}
     fired = sorted(datetime.datetime.fromisoformat(key) for key in runs)
     expected = [
-        key for _, key in job.expected_fires(fired[0] - datetime.timedelta(seconds=1), fired[-1])
+        key
+        for _, key in job.slots.fires_between(fired[0] - datetime.timedelta(seconds=1), fired[-1])
     ]
     assert len(expected) >= FLEET_SECONDS // 2 - 3
     # Every fire ran, exactly once, and succeeded: none lost to the kill.
@@ -130,7 +131,7 @@ def test_each_misfire_policy_does_what_it_says_when_a_scheduler_comes_back():
         job = the_job(name)
         latest = job.cron.latest_fire(now)
         assert latest is not None
-        fires[name] = [job.key(latest - days * DAY) for days in (3, 2, 1, 0)]
+        fires[name] = [job.slots.key_at(latest - days * DAY) for days in (3, 2, 1, 0)]
         # Three days ago every scheduler was up; since then, none.
         JobRun.objects.create(
             job=name,
@@ -224,7 +225,7 @@ def test_a_fire_whose_scheduler_died_after_claiming_it_is_taken_over(monkeypatch
     # started the job: its claim runs on for the rest of its start lease.
     dead = JobRun.objects.create(
         job=job.job,
-        window=job.key(fire),
+        window=job.slots.key_at(fire),
         claimed_at=fire,
         expires_at=database_now() + 2 * SECOND,
         owner="host-b:4242:killed",
@@ -249,7 +250,9 @@ def test_a_refused_fire_whose_holder_lives_is_left_to_it():
     job = the_job("nightly_latest")
     fire = job.cron.latest_fire(database_now())
     assert fire is not None
-    holder = JobRun.objects.claim(job.job, job.key(fire), lease=datetime.timedelta(minutes=5))
+    holder = JobRun.objects.claim(
+        job.job, job.slots.key_at(fire), lease=datetime.timedelta(minutes=5)
+    )
     assert holder is not None
     scheduler = Scheduler([job], max_jobs=1, say=print)
     scheduler.start_due(fire + SECOND)
@@ -281,7 +284,7 @@ def test_the_missed_listing_of_a_scheduled_job_lists_its_unclaimed_fires():
     job = the_job("nightly_skip")
     latest = job.cron.latest_fire(database_now())
     assert latest is not None
-    with_claim = job.key(latest - 3 * DAY)
+    with_claim = job.slots.key_at(latest - 3 * DAY)
     JobRun.objects.create(
         job="nightly_skip",
         window=with_claim,
@@ -291,7 +294,7 @@ def test_the_missed_listing_of_a_scheduled_job_lists_its_unclaimed_fires():
         owner="gone",
     )
     out, _, _ = run_command("jobclaims_status", "--missed", "--job", "nightly_skip")
-    missed = ", ".join(job.key(latest - days * DAY) for days in (2, 1, 0))
+    missed = ", ".join(job.slots.key_at(latest - days * DAY) for days in (2, 1, 0))
     assert f"nightly_skip: 3 missed windows: {missed}" in out
 
 
@@ -304,7 +307,7 @@ def test_once_from_cron_takes_over_the_fire_of_a_holder_that_vanished():
     # scheduler that refused it is alive to remember it.
     vanished = JobRun.objects.create(
         job=job.job,
-        window=job.key(fire),
+        window=job.slots.key_at(fire),
         claimed_at=fire,
         expires_at=database_now() - SECOND,
         owner="host-b:4242:vanished",

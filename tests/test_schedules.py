@@ -78,8 +78,8 @@ def test_a_host_that_starts_late_claims_the_same_fire_as_one_on_time():
     assert on_time is not None
     assert late is not None
     assert early is not None
-    assert job.key(on_time) == job.key(late) == "2026-11-29T10:15+00:00"
-    assert job.key(early) == "2026-11-29T10:00+00:00"
+    assert job.slots.key_at(on_time) == job.slots.key_at(late) == "2026-11-29T10:15+00:00"
+    assert job.slots.key_at(early) == "2026-11-29T10:00+00:00"
 
 
 def test_a_quarter_hourly_job_has_four_windows_an_hour():
@@ -96,17 +96,17 @@ def test_a_seconds_field_gives_keys_to_the_second():
 
 def test_an_operators_window_names_the_fire_it_falls_in_or_the_days_first():
     job = schedule_of(schedule="5 2,14 * * *")
-    assert job.key_for("2026-11-29T10:25") == "2026-11-29T02:05+00:00"
-    assert job.key_for("2026-11-29") == "2026-11-29T02:05+00:00"
-    assert job.key_for("2026-11-29T14:05:00+00:00") == "2026-11-29T14:05+00:00"
+    assert job.slots.key_for("2026-11-29T10:25") == "2026-11-29T02:05+00:00"
+    assert job.slots.key_for("2026-11-29") == "2026-11-29T02:05+00:00"
+    assert job.slots.key_for("2026-11-29T14:05:00+00:00") == "2026-11-29T14:05+00:00"
     with pytest.raises(ValueError, match="not an ISO 8601"):
-        job.key_for("yesterday")
+        job.slots.key_for("yesterday")
 
 
 def test_a_window_that_agrees_with_the_schedule_keeps_its_keys():
     job = schedule_of(schedule="5 2 * * *", window="daily")
-    assert job.key(at("2026-11-29T02:05+00:00")) == "2026-11-29"
-    assert job.recorded_schedule == "daily"
+    assert job.slots.key_at(at("2026-11-29T02:05+00:00")) == "2026-11-29"
+    assert job.slots.recorded_schedule == "daily"
 
 
 def test_the_misfire_policies_choose_which_late_fire_to_claim():
@@ -213,7 +213,9 @@ def test_the_status_command_marks_a_scheduled_job_whose_last_run_failed():
     assert tick is not None
     fire = tick.cron.latest_fire(database_now(DEFAULT_DB_ALIAS))
     assert fire is not None
-    run = JobRun.objects.claim("tick", tick.key(fire), lease=HOUR, schedule=tick.recorded_schedule)
+    run = JobRun.objects.claim(
+        "tick", tick.slots.key_at(fire), lease=HOUR, schedule=tick.slots.recorded_schedule
+    )
     assert run is not None
     run.release(JobRun.Status.FAILED, error="ValueError: the ledger is closed")
 
@@ -346,8 +348,8 @@ def test_window_at_each_local_time_spring_forward_skips_names_that_nights_fire(
                 tzinfo=zoneinfo.ZoneInfo(zone), fold=0
             )
             expected = max(fire for fire in fires if fire <= instant)
-            key = job.key_for(text)
-            assert key == job.key(expected), text
+            key = job.slots.key_for(text)
+            assert key == job.slots.key_at(expected), text
             # Every one of these has a fire at 03:00, when the clocks jump.
             assert key.startswith(f"{night}T03:"), text
 
@@ -355,7 +357,7 @@ def test_window_at_each_local_time_spring_forward_skips_names_that_nights_fire(
 @override_settings(TIME_ZONE="America/New_York")
 def test_the_docs_new_york_example_names_the_hour_after_the_change():
     for expression in ("0 * * * *", "30 2 * * *"):
-        key = schedule_of(schedule=expression).key_for("2026-03-08T02:30")
+        key = schedule_of(schedule=expression).slots.key_for("2026-03-08T02:30")
         assert key == "2026-03-08T03:00-04:00", expression
 
 
@@ -465,10 +467,10 @@ def test_a_schedule_in_its_own_zone_keys_fires_as_that_zone_as_time_zone_would(
     span = at(f"{start}T00:00+00:00"), at(f"{end}T00:00+00:00")
     with override_settings(TIME_ZONE="America/New_York"):
         project = schedule_of(schedule=expression)
-        expected = [key for _, key in project.expected_fires(*span)]
+        expected = [key for _, key in project.slots.fires_between(*span)]
     with override_settings(TIME_ZONE="Asia/Tokyo"):
         own = schedule_of(schedule=expression, time_zone="America/New_York")
-        keys = [key for _, key in own.expected_fires(*span)]
+        keys = [key for _, key in own.slots.fires_between(*span)]
         assert own.time_zone == "America/New_York"
     assert keys == expected
     # One key per instant, and each key names its instant.
@@ -478,15 +480,15 @@ def test_a_schedule_in_its_own_zone_keys_fires_as_that_zone_as_time_zone_would(
 @override_settings(TIME_ZONE="UTC")
 def test_a_schedule_in_new_york_runs_once_on_both_nights_its_clocks_change():
     daily = schedule_of(schedule="30 2 * * *", time_zone="America/New_York")
-    spring = daily.expected_fires(at("2026-03-07T12:00+00:00"), at("2026-03-09T12:00+00:00"))
+    spring = daily.slots.fires_between(at("2026-03-07T12:00+00:00"), at("2026-03-09T12:00+00:00"))
     # 02:30 does not exist on March 8 in New York: the fire is at 03:00 there.
     assert [key for _, key in spring] == ["2026-03-08T03:00-04:00", "2026-03-09T02:30-04:00"]
     repeated = schedule_of(schedule="30 1 * * *", time_zone="America/New_York")
-    fall = repeated.expected_fires(at("2026-10-31T12:00+00:00"), at("2026-11-02T12:00+00:00"))
+    fall = repeated.slots.fires_between(at("2026-10-31T12:00+00:00"), at("2026-11-02T12:00+00:00"))
     assert [key for _, key in fall] == ["2026-11-01T01:30-04:00", "2026-11-02T01:30-05:00"]
     # An operator's --window is a wall time in the schedule's zone.
-    assert daily.key_for("2026-03-08") == "2026-03-08T03:00-04:00"
-    assert repeated.key_for("2026-11-01T01:45") == "2026-11-01T01:30-04:00"
+    assert daily.slots.key_for("2026-03-08") == "2026-03-08T03:00-04:00"
+    assert repeated.slots.key_for("2026-11-01T01:45") == "2026-11-01T01:30-04:00"
 
 
 def test_a_time_zone_the_tz_database_does_not_know_is_refused_naming_the_fix():

@@ -60,9 +60,9 @@ from jobclaims import leases
 from jobclaims.claiming import (
     holding,
     misordered_tasks,
+    slot_key,
     validate_max_run_time,
     validate_wait,
-    window_key,
 )
 from jobclaims.claims import engine
 from jobclaims.claims.rule import Reason, Refusal
@@ -70,7 +70,8 @@ from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
 from jobclaims.exceptions import LeaseLapsed
 from jobclaims.models import JobRun
-from jobclaims.windows import WindowSpec, resolve
+from jobclaims.slots import Slots
+from jobclaims.windows import WindowSpec
 
 #: Message headers a retry carries back: the window it is for, the token of
 #: the claim it holds, and until when (database clock) it waits for a holder.
@@ -106,7 +107,7 @@ class ClaimedTask(Task):
         """Refuse bad claim options as the task is defined, naming the fix."""
         super().__init_subclass__(**kwargs)
         _refuse_unknown_options(cls)
-        resolve(cls.claim_window)
+        Slots.of_window(cls.claim_window)
         if cls.claim_lease is not None and (problem := leases.problem(cls.claim_lease)):
             raise ValueError(f"claim_lease {problem}")
         validate_max_run_time(cls.claim_max_run_time)
@@ -125,20 +126,17 @@ class ClaimedTask(Task):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         lease = self.claim_lease or jobclaims_settings.default_lease
         headers = self.request.headers or {}
-        window = (
-            headers.get(WINDOW_HEADER)
-            or self._first_delivery_window()
-            or window_key(self.claim_window)
-        )
-        self.request.jobclaims_window = window
-        run: JobRun | Refusal | None = self._resumed(window, headers.get(TOKEN_HEADER), lease)
+        slots = Slots.of_window(self.claim_window)
+        key = headers.get(WINDOW_HEADER) or self._first_delivery_key() or slot_key(slots)
+        self.request.jobclaims_window = key
+        run: JobRun | Refusal | None = self._resumed(key, headers.get(TOKEN_HEADER), lease)
         if run is None:
             run = JobRun.objects.try_claim(
                 self.name,
-                window,
+                key,
                 lease=lease,
                 allow_overlap=self.claim_allow_overlap,
-                schedule=resolve(self.claim_window).name,
+                schedule=slots.recorded_schedule,
                 owner=self._holder(),
             )
         if isinstance(run, Refusal):
@@ -153,16 +151,16 @@ class ClaimedTask(Task):
         except LeaseLapsed:
             # The claim came back too late to start on: as refused by a row
             # it did not see, try again at once (its lease may be free now).
-            refusal = Refusal(self.name, window, Reason.HELD)
+            refusal = Refusal(self.name, key, Reason.HELD)
             return self._refused(refusal, lease, headers.get(WAIT_HEADER))
 
     def retry(self, *args: Any, **options: Any) -> Any:
         """Retry for the same window, as its holder if this call holds it."""
         headers = {**(self.request.headers or {}), **options.pop("headers", {})}
         headers.pop(WAIT_HEADER, None)  # A wait ended; the next refusal starts its own.
-        window = getattr(self.request, "jobclaims_window", None)
-        if window is not None:
-            headers[WINDOW_HEADER] = window
+        key = getattr(self.request, "jobclaims_window", None)
+        if key is not None:
+            headers[WINDOW_HEADER] = key
         run = getattr(self.request, "jobclaims_run", None)
         if run is not None:
             headers[TOKEN_HEADER] = str(run.token)
@@ -172,8 +170,8 @@ class ClaimedTask(Task):
         """The claim's owner: this process, and the task's id if it has one."""
         return f"{engine.process_owner()}{_task_mark(self.request.id)}" if self.request.id else None
 
-    def _first_delivery_window(self) -> str | None:
-        """The window a redelivered message's first delivery claimed, or ``None``.
+    def _first_delivery_key(self) -> str | None:
+        """The key of the window a redelivered message's first delivery claimed, or ``None``.
 
         Celery redelivers an ``acks_late`` message whose worker died, maybe
         after its window ended; it must finish that window, not claim the
@@ -188,11 +186,11 @@ class ClaimedTask(Task):
         )
         return first_delivery.values_list("window", flat=True).first()
 
-    def _resumed(self, window: str, token: str | None, lease: datetime.timedelta) -> JobRun | None:
+    def _resumed(self, key: str, token: str | None, lease: datetime.timedelta) -> JobRun | None:
         """The claim a retried call still holds, its lease renewed; or ``None``."""
         if token is None:
             return None
-        run = JobRun.objects.running().filter(job=self.name, window=window, token=token).first()
+        run = JobRun.objects.running().filter(job=self.name, window=key, token=token).first()
         if run is None or not run.renew(lease):
             return None  # Lost meanwhile: claim the window like any other call.
         return run

@@ -50,9 +50,9 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         ``allow_overlap`` a run of another window of the job still holds it,
         or a run of another window covering the same time succeeded or is
         held (``jobclaims.slots``); ``try_claim()`` says which. ``schedule``
-        names how the job's windows are cut ("hourly", see
-        ``jobclaims.windows``), so that windows no instance claimed can be
-        listed later, and each window's slot known.
+        names how the job's windows are cut ("hourly", or a cron expression:
+        ``Slots.recorded_schedule`` in ``jobclaims.slots``), so that windows
+        no instance claimed can be listed later, and each window's slot known.
 
         Claim outside any transaction, and run the job after this returns: a
         claim that has not committed is invisible to the other instances.

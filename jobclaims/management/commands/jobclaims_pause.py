@@ -7,14 +7,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from jobclaims import pauses, windows
+from jobclaims import pauses, wall_times
 from jobclaims.exceptions import UnknownJob
 
 
 def moment(text: str) -> datetime.datetime:
     """argparse type for ``--until``: an ISO 8601 date or date-time, in TIME_ZONE if naive."""
     try:
-        return windows._moment(text)
+        return wall_times.parse(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"{error}, like 2026-12-02T06:00") from None
 
