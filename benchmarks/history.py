@@ -32,6 +32,7 @@ _COLUMNS = (
     "owner",
     "token",
     "attempt",
+    "failures",
     "holds_job",
     "claimed_at",
     "expires_at",
@@ -68,7 +69,7 @@ def _generator(vendor: str, first: int, last: int, job: str) -> tuple[str, list[
         return (
             "SELECT CASE WHEN n %% 2 = 0 THEN %s ELSE 'history-' || (n %% 100) END, "
             "'h-' || n, 'minutely', CASE WHEN n %% 100 = 1 THEN 'failed' ELSE 'succeeded' END, "
-            "'history', gen_random_uuid(), 1, NULL, "
+            "'history', gen_random_uuid(), 1, CASE WHEN n %% 100 = 1 THEN 1 ELSE 0 END, NULL, "
             "t, t + INTERVAL '10 minutes', t + INTERVAL '1 second', '' "
             "FROM (SELECT n, STATEMENT_TIMESTAMP() - INTERVAL '31 days' "
             "- n * INTERVAL '1 minute' AS t FROM generate_series(%s, %s) AS n) AS h",
@@ -79,7 +80,7 @@ def _generator(vendor: str, first: int, last: int, job: str) -> tuple[str, list[
         return (
             "SELECT IF(seq %% 2 = 0, %s, CONCAT('history-', seq %% 100)), "
             "CONCAT('h-', seq), 'minutely', IF(seq %% 100 = 1, 'failed', 'succeeded'), "
-            "'history', UUID(), 1, NULL, "
+            "'history', UUID(), 1, IF(seq %% 100 = 1, 1, 0), NULL, "
             "t, t + INTERVAL 10 MINUTE, t + INTERVAL 1 SECOND, '' "
             "FROM (SELECT seq, UTC_TIMESTAMP(6) - INTERVAL 31 DAY "
             f"- INTERVAL seq MINUTE AS t FROM seq_{first}_to_{last}) AS h",
@@ -90,7 +91,8 @@ def _generator(vendor: str, first: int, last: int, job: str) -> tuple[str, list[
         return (
             "SELECT CASE WHEN n %% 2 = 0 THEN %s ELSE 'history-' || (n %% 100) END, "
             "'h-' || n, 'minutely', CASE WHEN n %% 100 = 1 THEN 'failed' ELSE 'succeeded' END, "
-            "'history', LOWER(HEX(RANDOMBLOB(16))), 1, NULL, "
+            "'history', LOWER(HEX(RANDOMBLOB(16))), 1, "
+            "CASE WHEN n %% 100 = 1 THEN 1 ELSE 0 END, NULL, "
             f"{moment}), {moment}, '+10 minutes'), {moment}, '+1 second'), '' "
             "FROM (WITH RECURSIVE seq(n) AS "
             "(SELECT %s UNION ALL SELECT n + 1 FROM seq WHERE n < %s) SELECT n FROM seq)",
