@@ -140,7 +140,8 @@ def _copy_of_jobrun() -> type[models.Model]:
         copy.name = item.name.replace("jobclaims_", "bench_floor_")
         return copy
 
-    attributes: dict[str, Any] = {field.name: field.clone() for field in meta.local_fields}
+    fields: list[Any] = list(meta.local_fields)
+    attributes: dict[str, Any] = {field.name: field.clone() for field in fields}
     attributes["__module__"] = __name__
     attributes["Meta"] = type(
         "Meta",

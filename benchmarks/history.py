@@ -59,7 +59,7 @@ def fill(connection: BaseDatabaseWrapper, rows: int, job: str) -> None:
     analyze(connection)
 
 
-def _generator(vendor: str, first: int, last: int, job: str) -> tuple[str, list[object]]:
+def _generator(vendor: str, first: int, last: int, job: str) -> tuple[str, list[Any]]:
     """A SELECT that makes history rows ``first`` to ``last``, per backend.
 
     Row ``n`` was claimed ``n`` minutes before a month ago, so the rows
@@ -136,7 +136,7 @@ def claim_query_plan(connection: BaseDatabaseWrapper, job: str, window: str) -> 
     parameters: with the values written into the SQL instead, it plans
     differently.
     """
-    sent: list[tuple[str, Sequence[object] | None]] = []
+    sent: list[tuple[str, Sequence[Any] | None]] = []
 
     def keep(
         execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
@@ -152,7 +152,10 @@ def claim_query_plan(connection: BaseDatabaseWrapper, job: str, window: str) -> 
     run.release()
     if refused is not None:
         raise RuntimeError(f"a second claim of the held window {window} was granted")
-    select, params = next((sql, params) for sql, params in sent if verb(sql) == "SELECT")
+    # The read of the claim rows in the way, not the pause read before it.
+    select, params = next(
+        (sql, params) for sql, params in sent if verb(sql) == "SELECT" and f" {TABLE}" in sql
+    )
     explain = {
         "postgresql": "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF)",
         "mysql": "ANALYZE",
