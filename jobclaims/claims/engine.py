@@ -82,8 +82,7 @@ class Claim:
 
     A claim being taken carries what every step of the attempt needs: the
     new row, its lease, which rows it may take over, whether a refusal must
-    name its row, how to read the pause that refuses it (if its job is
-    paused), and the budget of retries the whole attempt shares. A
+    name its row, and the budget of retries the whole attempt shares. A
     claim held (``Claim(run)`` of a run the table returned) carries only
     its run: its writes are compare-and-sets on the run's token.
     """
@@ -96,7 +95,6 @@ class Claim:
         lease: datetime.timedelta | None = None,
         rule: Takeover = _ANY_OPEN_ROW,
         details: bool = True,
-        paused: Callable[[], Refusal | None] = lambda: None,
     ):
         db = db or run._state.db
         assert db is not None, "a claimed run was saved, so it has a database"
@@ -107,7 +105,6 @@ class Claim:
         self.lease = lease
         self.rule = rule
         self.details = details
-        self.paused = paused
         self.waits: Iterator[float] = iter(())
 
     # Taking the claim.
@@ -151,13 +148,6 @@ class Claim:
         run.held_until = leases.held_until(sent_at, self.lease)
         events.acquired(run, previous_status)
         return run
-
-    def step_aside(self, refusal: Refusal) -> Refusal:
-        """Record a refusal decided before any claim row was read, such as a
-        paused job's, as the claim records its own: a skip row and a signal."""
-        self.connection.ensure_connection()
-        with self.connection.cursor() as cursor:
-            return self._skip(cursor, refusal)
 
     def _take_bounded(self, maybe_committed: bool) -> Taken | Refusal:
         """One connection's try at the claim, its commit bounded by STANDBY_TIMEOUT.
@@ -205,9 +195,17 @@ class Claim:
     def _refusal_before_the_claim(self) -> Refusal | None:
         """The pause of a paused job, or a run covering the same slot: each
         refuses the claim before any claim row is read (or taken)."""
-        if paused := self.paused():
-            return paused
+        with self.connection.cursor() as cursor:
+            if paused := self._pause(cursor):
+                return paused
         return None if self.rule.force else self._slot_refusal(self.run, held=True)
+
+    def _pause(self, cursor: CursorWrapper) -> Refusal | None:
+        """The refusal of a claim of a paused job, naming the pause."""
+        note = self.statements.pause(cursor, self.run)
+        if note is None:
+            return None
+        return Refusal(self.run.job, self.run.window, Reason.PAUSED, paused=note)
 
     def _own_claim(self) -> ClaimRow | None:
         """The window's row with the new run's token, if a try whose answer
@@ -302,7 +300,7 @@ class Claim:
         if self.statements.claim_by_insert(cursor, new, lease):
             return new, None
         # Nothing inserted: a row in the way, or (if it asked) a pause.
-        if self._pauses_in_insert() and (paused := self.paused()):
+        if self._pauses_in_insert() and (paused := self._pause(cursor)):
             return self._skip(cursor, paused)
         if (
             not self.details

@@ -50,6 +50,18 @@ VALUES (%(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s, %(holds_job)s,
 RETURNING id, claimed_at, expires_at
 """
 
+#: The newest pause in force of the job, or of the job a schedule's claim
+#: name belongs to: not resumed, and its ``until`` (if any) not come. The
+#: (job, resumed_at) index finds it.
+PAUSE = """
+SELECT paused_by, paused_at, reason, `until`
+FROM jobclaims_jobpause
+WHERE job IN (%(job)s, %(parent_job)s) AND resumed_at IS NULL
+  AND (`until` IS NULL OR `until` > UTC_TIMESTAMP(6))
+ORDER BY paused_at DESC, id DESC
+LIMIT 1
+"""
+
 #: The window's first claim after a read found no row in its way;
 #: ``IntegrityError`` when a contender inserted first. MySQL, which cannot
 #: return rows from an INSERT, reads its key and stamps back (``READ_BACK``).

@@ -17,6 +17,19 @@ from __future__ import annotations
 
 import datetime
 
+#: The newest pause in force of the job, or of the job a schedule's claim
+#: name belongs to: not resumed, and its ``until`` (if any) not come. The
+#: (job, resumed_at) index finds it.
+PAUSE = """
+SELECT paused_by, paused_at, reason, "until"
+FROM jobclaims_jobpause
+WHERE job IN (%(job)s, %(parent_job)s) AND resumed_at IS NULL
+  AND ("until" IS NULL
+       OR "until" > REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000', '.000000', ''))
+ORDER BY paused_at DESC, id DESC
+LIMIT 1
+"""
+
 #: The window's first claim after a read found no row in its way;
 #: ``IntegrityError`` when a contender inserted first. The lease moves
 #: 'now' inside STRFTIME, as a modifier.

@@ -21,6 +21,7 @@ from django.db import NotSupportedError, OperationalError, connections
 
 from jobclaims import schedule_names
 from jobclaims.claims import mysql, postgresql, sqlite
+from jobclaims.claims.rule import PauseNote
 from jobclaims.clock import as_utc
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class Written(NamedTuple):
     #: ``skip``, not waiting for the disk, for a skip outside any transaction.
     skip_unflushed: str
     release: str
+    pause: str
     #: A claim that never waits, where the database has one.
     insert_unless_taken: str | None = None
     #: Whether ``insert_unless_taken`` inserts nothing for a paused job.
@@ -224,6 +226,20 @@ class ClaimStatements:
         row = cursor.fetchone()
         return None if row is None else str(row[0])
 
+    def pause(self, cursor: CursorWrapper, run: ClaimRow) -> PauseNote | None:
+        """The newest pause in force of ``run``'s job, which refuses its claim.
+
+        A pause of a job holds for each of its schedules' claims too
+        (``jobclaims.schedule_names``).
+        """
+        parent_job = schedule_names.parent(run.job) or run.job
+        cursor.execute(self.sql.pause, {"job": run.job, "parent_job": parent_job})
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        by, at, reason, until = row
+        return PauseNote(by, as_utc(at), reason, None if until is None else as_utc(until))
+
     def release(self, cursor: CursorWrapper, run: ClaimRow, status: str, error: str) -> bool:
         """End ``run`` with ``status`` if it still holds its claim."""
         token = run._meta.get_field("token").get_db_prep_value(run.token, cursor.db)
@@ -280,6 +296,7 @@ class PostgreSQLStatements(ClaimStatements):
             skip=sql.SKIP,
             skip_unflushed=sql.SKIP_UNFLUSHED,
             release=sql.RELEASE,
+            pause=sql.PAUSE,
             insert_unless_taken=sql.INSERT_UNLESS_TAKEN,
             insert_checks_pauses=True,
             skip_if_blocked=sql.SKIP_IF_BLOCKED,
@@ -316,6 +333,7 @@ class MySQLStatements(ClaimStatements):
             skip=sql.SKIP,
             skip_unflushed=sql.SKIP,
             release=sql.RELEASE,
+            pause=causal + sql.PAUSE.strip(),
             insert_unless_taken=(
                 sql.INSERT_UNLESS_TAKEN_ON_GALERA if galera else sql.INSERT_UNLESS_TAKEN
             ),
@@ -344,6 +362,7 @@ class SQLiteStatements(ClaimStatements):
             skip=sql.SKIP,
             skip_unflushed=sql.SKIP,
             release=sql.RELEASE,
+            pause=sql.PAUSE,
         )
 
     def _lease(self, lease: datetime.timedelta) -> object:

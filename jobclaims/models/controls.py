@@ -6,9 +6,6 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import schedule_names
-from jobclaims.claims import rule
-from jobclaims.claims.rule import Refusal
 from jobclaims.clock import DatabaseNow
 from jobclaims.models.managers import ClaimsDatabaseManager
 
@@ -21,21 +18,6 @@ class JobPauseQuerySet(models.QuerySet["JobPause"]):
         return self.filter(resumed_at__isnull=True).filter(
             Q(until__isnull=True) | Q(until__gt=DatabaseNow())
         )
-
-    def refusal(self, job: str, window: str) -> Refusal | None:
-        """The refusal of a claim of ``job``'s ``window`` while ``job`` is
-        paused, naming the newest pause in force; ``None`` if it is not.
-        A pause of a job holds for each of its schedules too
-        (``jobclaims.schedule_names``).
-
-        One read through the (job, resumed_at) index.
-        """
-        jobs = [job, *filter(None, [schedule_names.parent(job)])]
-        pause = self.in_force().filter(job__in=jobs).order_by("-paused_at", "-pk").first()
-        if pause is None:
-            return None
-        note = rule.PauseNote(pause.paused_by, pause.paused_at, pause.reason, pause.until)
-        return Refusal(job, window, rule.Reason.PAUSED, paused=note)
 
 
 _JobPauseManagerBase = ClaimsDatabaseManager.from_queryset(JobPauseQuerySet)

@@ -20,7 +20,6 @@ from jobclaims.claims import rule, validation
 from jobclaims.claims.engine import Claim, Takeover, process_owner
 from jobclaims.claims.rule import Refusal
 from jobclaims.clock import DatabaseNow
-from jobclaims.models.controls import JobPause
 from jobclaims.models.managers import ClaimsDatabaseManager
 from jobclaims.models.run_queries import JobRunQuerySet
 from jobclaims.models.skips import JobSkip
@@ -104,16 +103,10 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             slot_start=slot_start,
             slot_end=slot_end,
         )
-        pauses = JobPause.objects.db_manager(self.claims_db())
         # A database jobclaims has no SQL for is refused before any statement.
+        # A paused job starts no run, however it was started (jobclaims.pauses).
         outcome = Claim(
-            new,
-            self.claims_db(),
-            lease=lease,
-            rule=Takeover(force, take_failed),
-            details=details,
-            # A paused job starts no run, however it was started (jobclaims.pauses).
-            paused=lambda: pauses.refusal(job, window),
+            new, self.claims_db(), lease=lease, rule=Takeover(force, take_failed), details=details
         ).take()
         # The claim hands back the row it was given or read from this table.
         return outcome if isinstance(outcome, Refusal) else cast("JobRun", outcome)
