@@ -226,11 +226,11 @@ def refuse_a_task(function: object) -> None:
     object, while the worker runs the task its registry holds, by name:
     unclaimed, on every beat.
     """
+    # type(), not isinstance(): a lazy task's proxy would look its task up in
+    # whichever app is current, which may not know it.
     kind = type(function)
     celery = sys.modules.get("celery")
-    if celery is not None and (
-        isinstance(function, celery.Task) or kind.__module__ == "celery.local"
-    ):
+    if celery is not None and (issubclass(kind, celery.Task) or kind.__module__ == "celery.local"):
         raise TypeError(
             "@claimed cannot wrap a Celery task: the worker would run the task "
             "unclaimed. Make it a claimed task instead: "

@@ -132,13 +132,24 @@ def test_two_beats_and_two_workers_run_every_window_once_through_a_worker_loss(
 
 
 def test_claimed_above_a_celery_task_is_refused_naming_the_fix():
-    from celery import shared_task
+    from celery import current_app, shared_task
 
-    @shared_task(name="tests.misordered")
-    def misordered() -> None: ...
+    # The current app may be one that no longer learns of new shared tasks,
+    # as an app a task ran on is left once it is closed: the refusal must not
+    # ask it for the task.
+    previous = current_app._get_current_object()
+    with own_app() as app:
+        app.finalize()
+    app.set_current()
+    try:
 
-    with pytest.raises(TypeError, match=r"base=jobclaims\.contrib\.celery\.ClaimedTask"):
-        claimed(window="hourly")(misordered)
+        @shared_task(name="tests.misordered")
+        def misordered() -> None: ...
+
+        with pytest.raises(TypeError, match=r"base=jobclaims\.contrib\.celery\.ClaimedTask"):
+            claimed(window="hourly")(misordered)
+    finally:
+        previous.set_current()
 
 
 def test_a_claimed_task_with_a_bad_window_is_refused_as_it_is_defined():
