@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from django.db.models import F, TextField, Value
 from django.db.models.functions import Concat
 
+from jobclaims import durations
 from jobclaims.clock import database_now
 from jobclaims.models import JobRun
 
@@ -68,10 +69,8 @@ def problems(name: str, retries: object, backoff: object, backoff_max: object) -
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         found.append(f"{name}: retries must be a whole number, 0 or more, not {retries!r}")
     for attribute, value in (("retry_backoff", backoff), ("retry_backoff_max", backoff_max)):
-        if not isinstance(value, datetime.timedelta) or value < ZERO:
-            found.append(
-                f"{name}: {attribute} must be a datetime.timedelta of 0 or more, not {value!r}"
-            )
+        if problem := durations.problem(value, zero=True):
+            found.append(f"{name}: {attribute} {problem}")
     if not found and backoff > backoff_max:  # type: ignore[operator]
         found.append(
             f"{name}: retry_backoff ({backoff}) is longer than retry_backoff_max "

@@ -308,20 +308,14 @@ def watch_celery_starts() -> None:
 
 def validate_wait(wait: datetime.timedelta | None) -> None:
     """Refuse a wait that is not a positive timedelta (or ``None``)."""
-    if wait is None:
-        return
-    if not durations.is_positive(wait):
-        raise ValueError(f"wait must be a positive timedelta, or None not to wait, not {wait!r}")
+    if problem := durations.problem(wait, none_means="not to wait"):
+        raise ValueError(f"wait {problem}")
 
 
 def validate_max_run_time(max_run_time: datetime.timedelta | None) -> None:
     """Refuse a maximum run time that is not a positive timedelta (or ``None``)."""
-    if max_run_time is None:
-        return
-    if not durations.is_positive(max_run_time):
-        raise ValueError(
-            f"max_run_time must be a positive timedelta, or None for no limit, not {max_run_time!r}"
-        )
+    if problem := durations.problem(max_run_time, none_means="for no limit"):
+        raise ValueError(f"max_run_time {problem}")
 
 
 @contextmanager

@@ -39,16 +39,8 @@ class _Setting:
     problem: Callable[[object], str]
 
 
-def _positive_timedelta(value: object) -> str:
-    if durations.is_positive(value):
-        return ""
-    return f"must be a positive datetime.timedelta, not {value!r}"
-
-
-def _timedelta_from_zero(value: object) -> str:
-    if isinstance(value, datetime.timedelta) and value >= datetime.timedelta():
-        return ""
-    return f"must be a datetime.timedelta of 0 or more, not {value!r}"
+def _span_from_zero(value: object) -> str:
+    return durations.problem(value, zero=True)
 
 
 def _database_alias(value: object) -> str:
@@ -64,7 +56,7 @@ def _database_alias(value: object) -> str:
 
 def _graces(value: object) -> str:
     if isinstance(value, Mapping) and all(
-        isinstance(job, str) and not _positive_timedelta(grace) for job, grace in value.items()
+        isinstance(job, str) and not durations.problem(grace) for job, grace in value.items()
     ):
         return ""
     return f"must be a dict of job names to positive datetime.timedelta values, not {value!r}"
@@ -82,9 +74,9 @@ SETTINGS: Mapping[str, _Setting] = {
     # The alias claims are written to; None follows the router's db_for_write.
     "DATABASE": _Setting(None, _database_alias),
     # How far this host's clock may drift from the database's before a warning.
-    "CLOCK_SKEW_WARNING": _Setting(datetime.timedelta(minutes=1), _positive_timedelta),
+    "CLOCK_SKEW_WARNING": _Setting(datetime.timedelta(minutes=1), durations.problem),
     # How long a claim's commit may wait for a synchronous standby (PostgreSQL).
-    "STANDBY_TIMEOUT": _Setting(datetime.timedelta(seconds=30), _positive_timedelta),
+    "STANDBY_TIMEOUT": _Setting(datetime.timedelta(seconds=30), durations.problem),
     # How long past the start of its window a job's run may take to succeed,
     # per job; jobs left out get one window (see jobclaims.health).
     "HEALTH_GRACE": _Setting({}, _graces),
@@ -92,13 +84,13 @@ SETTINGS: Mapping[str, _Setting] = {
     # None to keep them in the process (jobclaims.contrib.prometheus).
     "METRICS_TEXTFILE": _Setting(None, _optional_path),
     # How far back health counts the missed fires and windows of a job.
-    "MISSED_LOOK_BACK": _Setting(datetime.timedelta(days=1), _positive_timedelta),
+    "MISSED_LOOK_BACK": _Setting(datetime.timedelta(days=1), durations.problem),
     # How long after a scheduler was last seen it no longer counts as live.
-    "SCHEDULER_GRACE": _Setting(datetime.timedelta(minutes=3), _positive_timedelta),
+    "SCHEDULER_GRACE": _Setting(datetime.timedelta(minutes=3), durations.problem),
     # How long a stopped jobclaims_scheduler lets its running jobs finish
     # before it interrupts them and hands their fires off; --grace overrides
     # it. Below Kubernetes' default terminationGracePeriodSeconds (30 s).
-    "STOP_GRACE": _Setting(datetime.timedelta(seconds=25), _timedelta_from_zero),
+    "STOP_GRACE": _Setting(datetime.timedelta(seconds=25), _span_from_zero),
 }
 
 

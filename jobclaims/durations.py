@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import re
-from typing import TypeGuard
 
 from django.utils.translation import gettext
+
+ZERO = datetime.timedelta()
 
 _AGE = re.compile(r"(?P<count>\d+)(?P<unit>[dhm])")
 _AGE_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
@@ -26,11 +27,21 @@ MAX_AGE = datetime.timedelta(days=36525)
 _UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
 
-def is_positive(span: object) -> TypeGuard[datetime.timedelta]:
-    """Whether ``span`` is a ``datetime.timedelta`` longer than zero: what
-    every lease, wait, timeout and deadline must be. Each caller words its
-    own message, naming the setting or argument the user gave."""
-    return isinstance(span, datetime.timedelta) and span > datetime.timedelta()
+def problem(span: object, *, none_means: str = "", zero: bool = False) -> str:
+    """What is wrong with ``span`` as a lease, wait, timeout, backoff or grace,
+    or "" when it is fine: one wording for every span a user gives.
+
+    The sentence follows the name the user gave: ``f"{name} {problem}"``.
+    A span must be a ``datetime.timedelta`` above zero, or of zero or more
+    with ``zero``; ``none_means`` says what ``None`` does where it is allowed.
+    """
+    if span is None and none_means:
+        return ""
+    if isinstance(span, datetime.timedelta) and (span > ZERO or (zero and span == ZERO)):
+        return ""
+    kind = "a datetime.timedelta of 0 or more" if zero else "a positive datetime.timedelta"
+    or_none = f", or None {none_means}" if none_means else ""
+    return f"must be {kind}{or_none}, not {span!r}"
 
 
 def age(text: str) -> datetime.timedelta:

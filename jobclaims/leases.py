@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from typing import cast
 
 from jobclaims import durations
 
@@ -43,9 +44,9 @@ def problem(lease: object) -> str:
 
     The sentence follows the name of what was given: ``f"lease {problem}"``.
     """
-    if not durations.is_positive(lease):
-        return f"must be a positive datetime.timedelta, not {lease!r}"
-    if lease > MAX_LEASE:
+    if problem := durations.problem(lease):
+        return problem
+    if cast(datetime.timedelta, lease) > MAX_LEASE:
         return f"is {lease}, longer than the {MAX_LEASE.days} days a lease may last; {ADVICE}"
     return ""
 

@@ -374,10 +374,10 @@ def _jitter_problems(jitter: datetime.timedelta | None, crons: list[CronSchedule
     """What is wrong with the job's ``jitter``: it must be positive, and
     shorter than any gap between two fires, or a fire could start after
     the next one."""
+    if problem := durations.problem(jitter, none_means="for no jitter"):
+        return [f"jitter {problem}"]
     if jitter is None:
         return []
-    if not durations.is_positive(jitter):
-        return [f"jitter must be a positive timedelta or None, not {jitter!r}"]
     for cron in crons:
         first, second = cron.shortest_gap()
         if jitter >= second - first:
@@ -399,8 +399,8 @@ def _deadline_problems(command_class: type[ScheduledCommand]) -> list[str]:
     deadline = command_class.misfire_deadline
     if deadline is None:
         return []
-    if not durations.is_positive(deadline):
-        return ["misfire_deadline must be a positive timedelta or None"]
+    if problem := durations.problem(deadline, none_means="for no deadline"):
+        return [f"misfire_deadline {problem}"]
     if deadline < ON_TIME:
         return [
             f"misfire_deadline {deadline} is shorter than the {ON_TIME.seconds} seconds a "

@@ -34,7 +34,6 @@ from jobclaims.exceptions import JobTimedOut
 from jobclaims.models import JobRun
 from jobclaims.stopping import SelfStop
 
-ZERO = datetime.timedelta()
 #: How long a run stopped at its timeout (or cancelled) has between SIGTERM and SIGKILL.
 DEFAULT_GRACE = datetime.timedelta(seconds=10)
 
@@ -42,15 +41,10 @@ DEFAULT_GRACE = datetime.timedelta(seconds=10)
 def problems(name: str, timeout: object, grace: object) -> list[str]:
     """What is wrong with a job's ``timeout`` and ``timeout_grace``, naming the fix."""
     found = []
-    if timeout is not None and not durations.is_positive(timeout):
-        found.append(
-            f"{name}: timeout must be a positive datetime.timedelta, like "
-            f"timedelta(minutes=30), or None for no timeout, not {timeout!r}"
-        )
-    if not isinstance(grace, datetime.timedelta) or grace < ZERO:
-        found.append(
-            f"{name}: timeout_grace must be a datetime.timedelta of 0 or more, not {grace!r}"
-        )
+    if problem := durations.problem(timeout, none_means="for no timeout"):
+        found.append(f"{name}: timeout {problem}")
+    if problem := durations.problem(grace, zero=True):
+        found.append(f"{name}: timeout_grace {problem}")
     return found
 
 

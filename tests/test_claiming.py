@@ -79,7 +79,10 @@ def test_a_lease_out_of_bounds_is_refused_before_anything_is_written(lease, mess
         ({"lease": datetime.timedelta(days=400)}, "longer than the 366 days"),
         ({"lease": datetime.timedelta(0)}, "lease must be a positive datetime.timedelta"),
         ({"window": datetime.timedelta(milliseconds=10)}, "whole number of seconds"),
-        ({"max_run_time": datetime.timedelta(0)}, "max_run_time must be a positive timedelta"),
+        (
+            {"max_run_time": datetime.timedelta(0)},
+            "max_run_time must be a positive datetime.timedelta",
+        ),
     ],
 )
 def test_claimed_refuses_a_bad_lease_or_window_when_it_decorates(options, message):
@@ -98,7 +101,7 @@ def test_a_max_run_time_that_is_not_a_positive_timedelta_is_refused_before_anyth
     max_run_time,
 ):
     with (
-        pytest.raises(ValueError, match="max_run_time must be a positive timedelta"),
+        pytest.raises(ValueError, match="max_run_time must be a positive datetime.timedelta"),
         claim("sync_ledger", key=KEY, max_run_time=max_run_time),
     ):
         pass

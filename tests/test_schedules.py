@@ -411,6 +411,11 @@ def test_a_fixed_window_leaves_room_for_the_change_of_offset_at_set_local_times(
             "misfire_deadline 0:00:30 is shorter than the 60 seconds a fire may be late",
         ),
         (
+            {"misfire_deadline": 3600},
+            "misfire_deadline must be a positive datetime.timedelta, or None for no deadline, "
+            "not 3600",
+        ),
+        (
             {"misfire": "skip", "misfire_deadline": HOUR},
             "misfire = 'skip' runs none; remove the deadline, or set misfire = 'latest'",
         ),
@@ -547,4 +552,4 @@ def test_jitter_as_long_as_the_gap_between_two_fires_is_refused():
     (problem,) = problems(job_class(schedule="*/5 * * * *", jitter=datetime.timedelta(minutes=5)))
     assert "jitter 0:05:00 is not shorter than the 0:05:00 between two fires" in problem
     (problem,) = problems(job_class(schedule="0 * * * *", jitter=datetime.timedelta()))
-    assert "jitter must be a positive timedelta" in problem
+    assert "jitter must be a positive datetime.timedelta, or None for no jitter" in problem
