@@ -182,7 +182,7 @@ def claim(job: Target, key: str, force: bool = False) -> JobRun | Refusal:
     return JobRun.objects.try_claim(
         job.name,
         key,
-        lease=job.job._lease(None),
+        lease=job.job.lease_for(None),
         force=force,
         allow_overlap=job.job.allow_overlap,
         schedule=job.slots.recorded_schedule,

@@ -224,7 +224,7 @@ class JobCommand(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         job = self.job_name or self._command_name()
-        lease = self._lease(options["lease"])
+        lease = self.lease_for(options["lease"])
         if found := timeouts.problems(self._command_name(), self.timeout, self.timeout_grace):
             raise CommandError(found[0])
         if options.get("claim_token"):
@@ -315,7 +315,7 @@ class JobCommand(BaseCommand):
         """The name ``manage.py`` knows this command by: its module's name."""
         return type(self).__module__.rpartition(".")[2]
 
-    def _lease(self, given: datetime.timedelta | None) -> datetime.timedelta:
+    def lease_for(self, given: datetime.timedelta | None) -> datetime.timedelta:
         """This run's lease: ``--lease``, else the class's, else the setting's."""
         if given is not None:
             return given  # positive_seconds() checked it.

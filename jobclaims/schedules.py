@@ -121,7 +121,7 @@ class ScheduledCommand(Protocol):
     @classmethod
     def declares_window(cls) -> bool: ...
 
-    def _lease(self, given: datetime.timedelta | None) -> datetime.timedelta: ...
+    def lease_for(self, given: datetime.timedelta | None) -> datetime.timedelta: ...
 
 
 def entries(command_class: type[ScheduledCommand]) -> list[Schedule]:
@@ -190,7 +190,7 @@ class JobSchedule:
                 job=schedule_names.claim_name(job, entry.given_name) if entry.given_name else job,
                 cron=CronSchedule(entry.expression, entry.time_zone),
                 window=windows.resolve(command.window) if command.declares_window() else None,
-                lease=command._lease(None),
+                lease=command.lease_for(None),
                 allow_overlap=command.allow_overlap,
                 misfire=command.misfire,
                 misfire_deadline=command.misfire_deadline,
