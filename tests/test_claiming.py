@@ -101,7 +101,7 @@ def test_a_max_run_time_that_is_not_a_positive_timedelta_is_refused_before_anyth
     max_run_time,
 ):
     with (
-        pytest.raises(ValueError, match="max_run_time must be a positive datetime.timedelta"),
+        pytest.raises(ValueError, match=r"max_run_time must be a positive datetime\.timedelta"),
         claim("sync_ledger", key=KEY, max_run_time=max_run_time),
     ):
         pass

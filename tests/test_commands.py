@@ -200,7 +200,7 @@ class MaxRunTimeInSeconds(ChargeLedger):
 
 
 def test_a_max_run_time_that_is_not_a_timedelta_is_refused_and_nothing_is_written():
-    with pytest.raises(CommandError, match="max_run_time must be a positive datetime.timedelta"):
+    with pytest.raises(CommandError, match=r"max_run_time must be a positive datetime\.timedelta"):
         call_command(MaxRunTimeInSeconds(), "--window", WINDOW)
     assert not JobRun.objects.exists()
 

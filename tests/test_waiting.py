@@ -106,11 +106,11 @@ def test_a_claimed_function_may_wait_too():
 @pytest.mark.parametrize("wait", [datetime.timedelta(0), -SECOND, 5])
 def test_a_wait_that_is_not_a_positive_timedelta_is_refused_before_anything_is_written(wait):
     with (
-        pytest.raises(ValueError, match="wait must be a positive datetime.timedelta"),
+        pytest.raises(ValueError, match=r"wait must be a positive datetime\.timedelta"),
         claim("sync_ledger", key=KEY, wait=wait),
     ):
         pass
-    with pytest.raises(ValueError, match="wait must be a positive datetime.timedelta"):
+    with pytest.raises(ValueError, match=r"wait must be a positive datetime\.timedelta"):
         claimed("sync_ledger", wait=wait)
     assert not JobRun.objects.exists()
 
