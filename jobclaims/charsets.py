@@ -46,7 +46,13 @@ _lossy_by_alias: dict[str, dict[tuple[str, str], str]] = {}
 
 
 def needs_four_bytes(text: str) -> str:
-    """The first character of ``text`` beyond three bytes in UTF-8, or ""."""
+    """The first character of ``text`` beyond three bytes in UTF-8, or "".
+
+    Every claim asks this of each of its names, and most names are ASCII,
+    which ``str.isascii()`` tells without reading them in Python.
+    """
+    if text.isascii():
+        return ""
     return next((char for char in text if ord(char) > 0xFFFF), "")
 
 

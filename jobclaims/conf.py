@@ -1,8 +1,10 @@
 """jobclaims' settings: one ``JOBCLAIMS`` dict in the project's settings.
 
-Every value is read from ``django.conf.settings`` when it is used, never at
-import time, so ``override_settings(JOBCLAIMS=...)`` works in tests and
-nothing is ever written back into the project's settings::
+Every value is read from ``django.conf.settings`` when it is first used,
+never at import time, and kept until Django says the setting changed
+(``setting_changed``, which ``override_settings(JOBCLAIMS=...)`` and
+pytest-django's ``settings`` send), so tests can change it; nothing is ever
+written back into the project's settings::
 
     JOBCLAIMS = {
         "DEFAULT_LEASE": datetime.timedelta(minutes=30),
@@ -24,6 +26,7 @@ from typing import cast
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 from django.db import router
 from django.db.models import Model
 
@@ -111,7 +114,18 @@ def problems() -> list[str]:
 
 
 class JobClaimsSettings:
-    """Typed, lazy access to ``settings.JOBCLAIMS`` with its defaults filled in."""
+    """Typed, lazy access to ``settings.JOBCLAIMS`` with its defaults filled in.
+
+    Each value is validated once and kept: every claim reads several of
+    them, and reading ``JOBCLAIMS`` afresh (an ``AttributeError`` caught
+    inside Django's lazy settings when the project sets none) cost a
+    claim more client CPU than some of its statements. ``forget()``, on
+    ``setting_changed``, makes the next read see the change. A value that
+    is wrong is not kept: every read of it raises.
+    """
+
+    def __init__(self) -> None:
+        self._validated: dict[str, object] = {}
 
     @property
     def default_lease(self) -> datetime.timedelta:
@@ -169,8 +183,20 @@ class JobClaimsSettings:
         """How long a stopped scheduler waits for its running jobs to finish."""
         return cast(datetime.timedelta, self._value("STOP_GRACE"))
 
+    def forget(self) -> None:
+        """Read every value afresh at its next use."""
+        self._validated.clear()
+
     def _value(self, key: str) -> object:
         """The value of ``key``, validated: the properties cast it to what it now is."""
+        try:
+            return self._validated[key]
+        except KeyError:
+            value = self._validated[key] = self._read(key)
+            return value
+
+    def _read(self, key: str) -> object:
+        """The value of ``key`` in the settings, validated."""
         configured = getattr(django_settings, SETTING_NAME, {})
         if not isinstance(configured, Mapping):
             raise ImproperlyConfigured(problems()[0])
@@ -183,3 +209,15 @@ class JobClaimsSettings:
 
 
 jobclaims_settings = JobClaimsSettings()
+
+#: Settings a value depends on: ``DATABASE`` is checked against ``DATABASES``.
+_READ_FROM = frozenset({SETTING_NAME, "DATABASES"})
+
+
+def _forget_on_change(*, setting: str, **kwargs: object) -> None:
+    """Forget the values read, when a setting they were read from changed."""
+    if setting in _READ_FROM:
+        jobclaims_settings.forget()
+
+
+setting_changed.connect(_forget_on_change, dispatch_uid="jobclaims.conf")

@@ -48,8 +48,9 @@ class Watch:
     deadline: float
     cancel: Callable[[], object] = field(repr=False)
     fired: bool = False
-    #: Set once the cancel request of a fired watch has been sent.
-    sent: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: Set once the cancel request of a fired watch has been sent; waited
+    #: for with ``_Watchdog.wait_until_sent()``.
+    sent: bool = False
 
 
 class _Watchdog:
@@ -57,11 +58,14 @@ class _Watchdog:
 
     Arming and disarming a watch take a lock and a set operation; the thread
     is woken only when a watch is due sooner than it planned to wake, so
-    claims in a row cost it nothing.
+    claims in a row cost it nothing. Every statement arms a watch and few
+    ever fire, so a watch carries no event of its own to wait on: the rare
+    block whose watch fired waits on the watchdog's one condition.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._cancel_sent = threading.Condition(self._lock)
         self._watches: set[Watch] = set()
         self._woken = threading.Event()
         self._wakes_at = float("inf")
@@ -84,6 +88,16 @@ class _Watchdog:
         with self._lock:
             self._watches.discard(watch)
 
+    def wait_until_sent(self, watch: Watch, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a fired watch's cancel request to be sent."""
+        with self._lock:
+            self._cancel_sent.wait_for(lambda: watch.sent, timeout)
+
+    def _sent(self, watch: Watch) -> None:
+        with self._lock:
+            watch.sent = True
+            self._cancel_sent.notify_all()
+
     def _run(self) -> None:
         while True:
             with self._lock:
@@ -101,7 +115,7 @@ class _Watchdog:
                 except Exception as error:  # A closed connection has nothing to cancel.
                     logger.warning("Could not cancel a wait for the standby: %s", error)
                 finally:
-                    watch.sent.set()
+                    self._sent(watch)
             self._woken.wait(max(self._wakes_at - time.monotonic(), 0))
 
 
@@ -139,7 +153,7 @@ def bounded(connection: BaseDatabaseWrapper) -> Iterator[Watch]:
     finally:
         _watchdog.disarm(watch)
         if watch.fired:
-            watch.sent.wait(_CANCEL_SENT_WITHIN)
+            _watchdog.wait_until_sent(watch, _CANCEL_SENT_WITHIN)
             if not connection.in_atomic_block:
                 # Closing a cancelled session may fail; Django forgets it anyway.
                 with suppress(DatabaseError):

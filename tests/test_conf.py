@@ -26,6 +26,31 @@ def test_override_settings_changes_a_value_at_once_and_leaves_the_others_default
     assert jobclaims_settings.default_lease == datetime.timedelta(minutes=10)
 
 
+def test_a_value_read_is_read_again_once_the_setting_changes(settings):
+    assert jobclaims_settings.standby_timeout == datetime.timedelta(seconds=30)
+    settings.JOBCLAIMS = {"STANDBY_TIMEOUT": datetime.timedelta(seconds=5)}
+    assert jobclaims_settings.standby_timeout == datetime.timedelta(seconds=5)
+    with override_settings(JOBCLAIMS={"STANDBY_TIMEOUT": datetime.timedelta(seconds=7)}):
+        assert jobclaims_settings.standby_timeout == datetime.timedelta(seconds=7)
+    assert jobclaims_settings.standby_timeout == datetime.timedelta(seconds=5)
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+@override_settings(JOBCLAIMS={"DATABASE": "replica"})
+def test_a_database_alias_read_is_checked_again_once_databases_change():
+    assert jobclaims_settings.database == "replica"
+    databases = {"default": settings.DATABASES["default"]}
+    with override_settings(DATABASES=databases), pytest.raises(ImproperlyConfigured):
+        jobclaims_settings.database  # noqa: B018
+
+
+def test_a_bad_value_raises_at_every_read():
+    with override_settings(JOBCLAIMS={"STANDBY_TIMEOUT": 30}):
+        for _ in range(2):
+            with pytest.raises(ImproperlyConfigured, match="STANDBY_TIMEOUT"):
+                jobclaims_settings.standby_timeout  # noqa: B018
+
+
 def test_reading_a_value_never_writes_into_the_projects_settings():
     assert jobclaims_settings.default_lease == datetime.timedelta(minutes=10)
     assert jobclaims_settings.database is None
