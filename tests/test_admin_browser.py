@@ -17,7 +17,9 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from jobclaims.claims.rule import State
 from jobclaims.models import JobRun
@@ -77,7 +79,15 @@ def log_in(browser: WebDriver, live_server, user: User) -> None:
     browser.get(f"{live_server.url}/admin/login/?next=/admin/jobclaims/jobrun/")
     browser.find_element(By.NAME, "username").send_keys(user.username)
     browser.find_element(By.NAME, "password").send_keys("a long passphrase")
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "input[type=submit]"))
+
+
+def follow(browser: WebDriver, element: WebElement) -> None:
+    """Click ``element`` and wait until the page it leads to has replaced its
+    own: until then, what the test reads may be the old page's."""
+    page = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 30).until(staleness_of(page))
 
 
 def badges(browser: WebDriver) -> dict[str, str]:
@@ -152,16 +162,16 @@ def test_an_operator_sees_the_claims_filters_them_and_expires_a_stuck_one(
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
     filters = browser.find_element(By.ID, "changelist-filter")
-    filters.find_element(By.LINK_TEXT, "expired").click()
+    follow(browser, filters.find_element(By.LINK_TEXT, "expired"))
     assert badges(browser) == {"2026-11-29T09:00+00:00": "⚠ expired"}
 
     filters = browser.find_element(By.ID, "changelist-filter")
-    filters.find_element(By.LINK_TEXT, "active").click()
+    follow(browser, filters.find_element(By.LINK_TEXT, "active"))
     browser.find_element(By.CSS_SELECTOR, f"input[value='{active.pk}']").click()
     Select(browser.find_element(By.NAME, "action")).select_by_visible_text(
         "Expire selected claims now"
     )
-    browser.find_element(By.CSS_SELECTOR, "button[name=index]").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "button[name=index]"))
 
     message = browser.find_element(By.CSS_SELECTOR, ".messagelist .success").text
     assert message.startswith("Expired 1 claim:")

@@ -34,7 +34,9 @@ def signed_in(browser: WebDriver, live_server, name: str, *codenames: str) -> No
     user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
     chromium.log_in(browser, live_server, user)
     # From the claims' list, where the log-in lands, by its link to the page.
-    browser.find_element(By.CSS_SELECTOR, ".object-tools .jobclaims-schedules-link").click()
+    chromium.follow(
+        browser, browser.find_element(By.CSS_SELECTOR, ".object-tools .jobclaims-schedules-link")
+    )
 
 
 def row(browser: WebDriver, job: str) -> WebElement:
@@ -43,7 +45,9 @@ def row(browser: WebDriver, job: str) -> WebElement:
 
 def press(browser: WebDriver, job: str, action: str) -> str:
     """Press ``job``'s ``action`` button; the message the page answers with."""
-    row(browser, job).find_element(By.CSS_SELECTOR, f"button[value='{action}']").click()
+    chromium.follow(
+        browser, row(browser, job).find_element(By.CSS_SELECTOR, f"button[value='{action}']")
+    )
     return browser.find_element(By.CSS_SELECTOR, ".messagelist li").text
 
 
