@@ -39,7 +39,8 @@ docs: $(VENV)/.demo-installed
 matrix: $(VENV)/.test-installed
 	TOX=$(BIN)/tox scripts/test-django-matrix
 
-# Build the sdist and wheel and run a job from the installed wheel.
+# Build the sdist and wheel, run a job from the installed wheel, and leave
+# both in dist/ (what a project installs until jobclaims is on PyPI).
 package:
 	scripts/check-package
 

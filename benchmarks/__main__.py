@@ -10,8 +10,6 @@ same figures as JSON, and drops the database, whatever happens.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +17,8 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-import django
+from benchmarks import report
+from benchmarks.scratch import OUTPUT, scratch_database, write_figures
 
 #: Processes in the throughput step.
 THROUGHPUT_PROCESSES = 2
@@ -29,28 +28,14 @@ RACES = ((2, 20), (8, 8), (32, 16))
 
 def main(argv: list[str]) -> int:
     options = _parser().parse_args(argv)
-    # Always the benchmark's own settings, whatever the shell exports: they
-    # name a scratch database that is safe to drop without asking.
-    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
-    django.setup()
-    from django.db import connection
-
-    from benchmarks import report
-
     started = perf_counter()
-    if connection.vendor == "sqlite":
-        Path(connection.settings_dict["TEST"]["NAME"]).parent.mkdir(exist_ok=True)
-    name = connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    try:
+    with scratch_database():
+        from django.db import connection
+
         results = _measure(connection, options)
-    finally:
-        connection.creation.destroy_test_db(name, verbosity=0)
     results["seconds"] = round(perf_counter() - started, 1)
-    path = options.json or Path("test-output") / f"bench-{connection.vendor}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(report.table(results))
-    print(f"\nFigures written to {path}")
+    path = options.json or OUTPUT / f"bench-{connection.vendor}.json"
+    write_figures(results, path, report.table(results))
     return 0
 
 
@@ -86,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
         help="Run only the floor, the uncontended claims beside it, and the races.",
     )
     parser.add_argument(
+        "--claims-only",
+        action="store_true",
+        help="Run only the floor, and each public way to claim beside it.",
+    )
+    parser.add_argument(
         "--json", type=Path, help="Where to write the figures (test-output/bench-VENDOR.json)."
     )
     return parser
@@ -107,6 +97,10 @@ def _measure(connection: Any, options: argparse.Namespace) -> dict[str, Any]:
     with floor_table(connection):
         with _step(steps, "uncontended"):
             results.update(_uncontended(connection, claims))
+        if options.claims_only:
+            results["machine"]["load_average_after"] = machine.load_average()
+            results["targets"] = check(results)
+            return results
         results["contention"] = []
         for processes, rounds in RACES:
             with _step(steps, f"race of {processes}"):
@@ -127,11 +121,13 @@ def _measure(connection: Any, options: argparse.Namespace) -> dict[str, Any]:
 
 
 def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
-    """Sections 1 and 2: the floor, and claim() beside it in the same rounds."""
+    """Sections 1 and 2: the floor, and claim() and every other public way
+    to claim beside it, in the same rounds."""
     from benchmarks import uncontended
 
+    paths = uncontended.public_paths()
     timed = uncontended.claim_against_floor(
-        connection, claims, rounds=200, per_round=4, warmup=30, seconds=15
+        connection, claims, rounds=200, per_round=4, warmup=30, seconds=40, paths=paths
     )
     counts = uncontended.statements_per_cycle(connection, claims)
     return {
@@ -148,6 +144,15 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
             "cpu": timed.samples("claim", "cpu").summary(),
             **counts,
             "ratio_to_floor": round(timed.ratio("claim", "floor"), 2),
+        },
+        "paths": {
+            name: {
+                "statements": uncontended.statements_of(connection, cycle),
+                "claim_and_release": timed.samples(name, "cycle").summary(),
+                "cpu": timed.samples(name, "cpu").summary(),
+                "ratio_to_floor": round(timed.ratio(name, "floor"), 2),
+            }
+            for name, cycle in paths.items()
         },
     }
 

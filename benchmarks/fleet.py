@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import django
+from benchmarks.scratch import OUTPUT, percentiles, scratch_database, write_figures
 
 #: Fires this close to the start or the end of the run may be seen by some
 #: hosts only, and are left out.
@@ -36,22 +36,11 @@ DAY = 86400
 
 def main(argv: list[str]) -> int:
     options = _parser().parse_args(argv)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
-    django.setup()
+    with scratch_database() as name:
+        results = _measure(options, name)
     from django.db import connection
 
-    if connection.vendor == "sqlite":
-        Path(connection.settings_dict["TEST"]["NAME"]).parent.mkdir(exist_ok=True)
-    name = connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    try:
-        results = _measure(options, name)
-    finally:
-        connection.creation.destroy_test_db(name, verbosity=0)
-    path = Path("test-output") / f"fleet-{connection.vendor}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(table(results))
-    print(f"\nFigures written to {path}")
+    write_figures(results, OUTPUT / f"fleet-{connection.vendor}.json", table(results))
     return 0
 
 
@@ -68,8 +57,8 @@ def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
     from django.db import connection
     from django.db.models import Sum
 
-    from jobclaims.cron import CronSchedule
     from jobclaims.models import JobRun, JobSkip
+    from jobclaims.time.cron import CronSchedule
 
     cron = CronSchedule(f"*/{options.every} * * * * *")
     folder = Path(tempfile.mkdtemp(prefix="fleet-"))
@@ -133,8 +122,8 @@ def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
         "fires_run_exactly_once": once,
         "fires_missed": expected - len({(run.job, run.window) for run in runs}),
         "fires_failed": sum(1 for run in runs if run.status != "succeeded"),
-        "claim_after_fire_ms": _percentiles(claimed_after),
-        "job_done_after_fire_ms": _percentiles(ran_after),
+        "claim_after_fire_ms": percentiles(claimed_after, scale=1000, digits=1),
+        "job_done_after_fire_ms": percentiles(ran_after, scale=1000, digits=1),
         "lost_claims": len(lost),
         "statements_per_lost_claim": round(sum(map(len, lost)) / max(len(lost), 1), 2),
         "statements_per_lost_claim_by_kind": {
@@ -153,16 +142,6 @@ def _measure(options: argparse.Namespace, database: str) -> dict[str, Any]:
         "skip_rows_per_day": round(fires_per_day * skip_rows / max(len(runs), 1)),
         "runs_per_day": round(fires_per_day),
     }
-
-
-def _percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-
-    def at(share: float) -> float:
-        return round(1000 * values[min(len(values) - 1, int(share * len(values)))], 1)
-
-    return {"p50": at(0.5), "p99": at(0.99), "max": round(1000 * values[-1], 1)}
 
 
 def _idle_share(figures: list[dict[str, Any]], every: int) -> float:

@@ -2,7 +2,7 @@
 
     python -m benchmarks.fleet_host RESULT_PATH JOBS EXPRESSION
 
-Runs ``jobclaims.scheduler.Scheduler`` as ``jobclaims_scheduler`` does, until
+Runs ``jobclaims.scheduling.scheduler.Scheduler`` as ``jobclaims_scheduler`` does, until
 SIGTERM, counting the statements each claim sends (won or lost) and the CPU
 it uses, then writes the figures as JSON to RESULT_PATH.
 """
@@ -26,9 +26,10 @@ def main(path: str, jobs: int, expression: str) -> None:
     django.setup()
     from django.db import connection
 
-    from jobclaims import scheduler
-    from jobclaims.cron import CronSchedule
-    from jobclaims.schedules import JobSchedule
+    from jobclaims.claims.rule import Refusal
+    from jobclaims.jobs.schedules import JobSchedule
+    from jobclaims.scheduling import scheduler
+    from jobclaims.time.cron import CronSchedule
 
     fleet = [
         JobSchedule(
@@ -40,14 +41,12 @@ def main(path: str, jobs: int, expression: str) -> None:
             allow_overlap=False,
             misfire="latest",
             misfire_deadline=None,
+            # Its name in its arguments: its fires are a series of their own,
+            # as each job's are (the same arguments and times would be one
+            # schedule under several names, run once per fire in all).
+            args=("--name", f"fleet_{number:02d}"),
         )
         for number in range(jobs)
-    ]
-    plain_argv = scheduler.job_argv
-    scheduler.job_argv = lambda job, key, run, verbosity=1: [  # type: ignore[assignment]
-        *plain_argv(job, key, run, verbosity),
-        "--name",
-        job.job,
     ]
 
     figures: dict[str, Any] = {"won": 0, "lost": 0, "won_statements": [], "lost_statements": []}
@@ -57,17 +56,17 @@ def main(path: str, jobs: int, expression: str) -> None:
         statements.append(sql.split(None, 1)[0].upper())
         return execute(sql, params, many, context)
 
-    claim = scheduler.Scheduler._claim
+    claim = scheduler.Scheduler._try_claim
 
-    def measured(self: Any, job: Any, key: str) -> Any:
+    def measured(self: Any, job: Any, key: str, *, retry: bool = False) -> Any:
         before = len(statements)
-        run = claim(self, job, key)
-        outcome = "lost" if run is None else "won"
+        run = claim(self, job, key, retry=retry)
+        outcome = "lost" if isinstance(run, Refusal) else "won"
         figures[outcome] += 1
         figures[f"{outcome}_statements"].append(statements[before:])
         return run
 
-    scheduler.Scheduler._claim = measured  # type: ignore[method-assign]
+    scheduler.Scheduler._try_claim = measured  # type: ignore[method-assign]
     samples: list[tuple[float, float, int]] = []
     host = scheduler.Scheduler(fleet, max_jobs=jobs, say=lambda line: None)
 

@@ -24,7 +24,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from benchmarks import history
 from benchmarks.timing import Samples
-from jobclaims.pruning import prune
+from jobclaims.controls.pruning import prune
 
 #: Older than every history row, younger than every claim the benchmark made.
 OLDER_THAN = datetime.timedelta(days=30)

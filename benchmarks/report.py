@@ -15,7 +15,10 @@ _RAW_CLAIM = {
 def table(results: dict[str, Any]) -> str:
     lines = _heading(results)
     lines += _uncontended(results)
-    lines += _contention(results)
+    lines += _paths(results)
+    # A --claims-only run has none of the rest.
+    if "contention" in results:
+        lines += _contention(results)
     # A --contention-only run has none of these.
     for name, section in (("history", _history), ("prune", _prune), ("throughput", _throughput)):
         if name in results:
@@ -71,6 +74,37 @@ def _uncontended(results: dict[str, Any]) -> list[str]:
         _row("client CPU time per cycle, raw floor", floor["cpu"]),
         f"   claim + release / raw floor (median of per-round ratios): {claim['ratio_to_floor']}x",
     ]
+
+
+def _paths(results: dict[str, Any]) -> list[str]:
+    """Each public way to claim, beside the floor and claim() in the same rounds."""
+    floor, claim = results["floor"], results["uncontended"]
+    rows = {
+        "raw floor": (["INSERT", "UPDATE"], floor["claim_and_release"], floor["cpu"], 1.0),
+        "JobRun.objects.claim() + release()": (
+            claim["sequence"],
+            claim["claim_and_release"],
+            claim["cpu"],
+            claim["ratio_to_floor"],
+        ),
+    }
+    for name, path in results["paths"].items():
+        rows[name] = (
+            path["statements"],
+            path["claim_and_release"],
+            path["cpu"],
+            path["ratio_to_floor"],
+        )
+    lines = [
+        "   every public way in, claim + release of a new window, in the same rounds:",
+        f"   {'':<36}{'statements':<44}{'median us':>10}{'x floor':>9}{'CPU us':>9}",
+    ]
+    for name, (statements, cycle, cpu, ratio) in rows.items():
+        lines.append(
+            f"   {name:<36}{' '.join(statements):<44}{cycle['median_us']:>10,.0f}"
+            f"{ratio:>8.2f}x{cpu['median_us']:>9,.0f}"
+        )
+    return lines
 
 
 def _contention(results: dict[str, Any]) -> list[str]:

@@ -41,3 +41,25 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 INSTALLED_APPS += ["benchmarks.fleetapp"]
 if scratch := env("BENCH_DATABASE_NAME", default=""):
     DATABASES["default"]["NAME"] = scratch
+
+# The task fires benchmark (benchmarks/task_fires.py): a django-tasks-db queue in
+# the scratch database, and the schedules it hands its schedulers (JSON).
+if env.bool("BENCH_TASKS", default=False):
+    import importlib.util
+    import json
+
+    INSTALLED_APPS += ["django_tasks_db"]
+    if importlib.util.find_spec("django.tasks") is None:
+        INSTALLED_APPS += ["django_tasks"]
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    JOBCLAIMS = {"TASK_SCHEDULES": json.loads(env("BENCH_TASK_SCHEDULES", default="{}"))}
+
+# The retention benchmark (benchmarks/retention.py): how often its schedulers
+# prune, in seconds, to the default bounds (30 days, 10,000 rows per job).
+if retention_every := env("BENCH_RETENTION_EVERY", default=""):
+    import datetime
+
+    JOBCLAIMS = {
+        **globals().get("JOBCLAIMS", {}),
+        "RETENTION_EVERY": datetime.timedelta(seconds=float(retention_every)),
+    }

@@ -1,9 +1,11 @@
-"""One process claiming and releasing new windows, beside the raw floor."""
+"""One process claiming and releasing new windows, beside the raw floor:
+through ``JobRun.objects.claim()``, and through every other public way in."""
 
 from __future__ import annotations
 
 import datetime
 import itertools
+from collections.abc import Callable
 from time import perf_counter_ns, thread_time_ns
 from typing import Any
 
@@ -11,8 +13,10 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
 from benchmarks.floor import RawCycles
-from benchmarks.timing import Timings, interleaved, round_trips, verb
+from benchmarks.timing import Cycle, Timings, interleaved, round_trips, verb
+from jobclaims.jobs.claiming import claim, claimed
 from jobclaims.models import JobRun
+from jobclaims.time.slots import Slots
 
 LEASE = datetime.timedelta(minutes=10)
 
@@ -49,6 +53,110 @@ class ClaimCycles:
         }
 
 
+#: Numbers the jobs of the ways in that claim the current window, so that
+#: each of their claims is of a job nobody has claimed yet.
+_jobs = itertools.count()
+
+#: The scheduler's fires: one a minute, from a minute nobody has claimed.
+_FIRES = Slots.of_window("minutely")
+_FIRST_FIRE = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def timed(prepare: Callable[[], Callable[[], object]]) -> Cycle:
+    """A cycle that times one claim + release: ``prepare()`` (not timed)
+    returns the call that claims a new window, runs nothing and releases it."""
+
+    def cycle() -> dict[str, int]:
+        call = prepare()
+        cpu = thread_time_ns()
+        start = perf_counter_ns()
+        call()
+        return {"cycle": perf_counter_ns() - start, "cpu": thread_time_ns() - cpu}
+
+    return cycle
+
+
+def public_paths() -> dict[str, Cycle]:
+    """Each public way in beside ``JobRun.objects.claim()``, as timed cycles.
+
+    The ways that claim the current window (``claim()``, ``@claimed``,
+    ``ClaimedTask``, a ``JobCommand``) claim it for a new job each time;
+    the scheduler's claim, a fire of its own a minute later each time.
+    Each path's own preparation (a function decorated, a task defined) is
+    not timed; the database clock's read of the current window is.
+    """
+    paths = {
+        "claim() context manager": timed(_context_manager),
+        "@claimed": timed(_decorated),
+        "scheduler's claim": timed(_scheduler_claim),
+        "JobCommand (call_command)": timed(_job_command),
+    }
+    if (task := _claimed_task()) is not None:
+        paths["ClaimedTask"] = timed(task)
+    return paths
+
+
+def _context_manager() -> Callable[[], object]:
+    job = f"context-{next(_jobs)}"
+
+    def call() -> None:
+        with claim(job, window="minutely", lease=LEASE):
+            pass
+
+    return call
+
+
+def _decorated() -> Callable[[], object]:
+    return claimed(f"decorated-{next(_jobs)}", window="minutely", lease=LEASE)(lambda: None)
+
+
+def _scheduler_claim() -> Callable[[], object]:
+    """As ``Scheduler._claim()`` claims a fire, released as its run would."""
+    key = _FIRES.key_at(_FIRST_FIRE + datetime.timedelta(minutes=next(_windows)))
+
+    def call() -> None:
+        run = JobRun.objects.try_claim(
+            "scheduled", key, lease=LEASE, schedule=_FIRES.recorded_schedule, details=False
+        )
+        if not isinstance(run, JobRun):
+            raise RuntimeError(f"the scheduler's claim of the new fire {key} was refused: {run}")
+        run.release()
+
+    return call
+
+
+def _job_command() -> Callable[[], object]:
+    from django.core.management import call_command
+
+    job = f"command-{next(_jobs)}"
+    return lambda: call_command("fleet_job", name=job, verbosity=0)
+
+
+def _nothing() -> None:
+    """A task's body: the claim is what is timed (Celery needs a named function)."""
+
+
+def _claimed_task() -> Callable[[], Callable[[], object]] | None:
+    """A Celery task of ``ClaimedTask`` per claim, called as a worker calls
+    it; ``None`` without Celery."""
+    try:
+        from celery import Celery
+    except ImportError:
+        return None
+    from jobclaims.contrib.celery import ClaimedTask
+
+    app = Celery("claim-paths", set_as_current=False)
+
+    def prepare() -> Callable[[], object]:
+        name = f"task-{next(_jobs)}"
+        task = app.task(name=name, base=ClaimedTask, claim_window="minutely", claim_lease=LEASE)
+        call: Callable[[], object] = task(_nothing)
+        return call
+
+    app.finalize()
+    return prepare
+
+
 def claim_against_floor(
     connection: BaseDatabaseWrapper,
     claims: ClaimCycles,
@@ -57,8 +165,10 @@ def claim_against_floor(
     per_round: int,
     warmup: int,
     seconds: float,
+    paths: dict[str, Cycle] | None = None,
 ) -> Timings:
-    """Time ``SELECT 1``, the raw claim and ``claim()`` in alternating rounds."""
+    """Time ``SELECT 1``, the raw claim and ``claim()`` in alternating rounds,
+    and each of ``paths`` in the same rounds."""
     raw = RawCycles(connection, LEASE)
     try:
         return interleaved(
@@ -66,6 +176,7 @@ def claim_against_floor(
                 "round_trip": raw.round_trip,
                 "floor": raw.claim_and_release,
                 "claim": claims.claim_and_release,
+                **(paths or {}),
             },
             rounds=rounds,
             per_round=per_round,
@@ -92,3 +203,10 @@ def statements_per_cycle(connection: BaseDatabaseWrapper, claims: ClaimCycles) -
         "round_trips": claim_trips(),
         "floor_round_trips": floor_trips(),
     }
+
+
+def statements_of(connection: BaseDatabaseWrapper, cycle: Cycle) -> list[str]:
+    """The verbs of the statements one cycle sends on ``connection``."""
+    with CaptureQueriesContext(connection) as captured:
+        cycle()
+    return [verb(query["sql"]) for query in captured]

@@ -65,5 +65,6 @@ STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The demo's instances all run on this one machine, where SQLite claims are
-# exact; jobclaims.W001 warns about SQLite for jobs spread over hosts.
+# exact; jobclaims.W001 (manage.py check --deploy) warns about SQLite for
+# jobs spread over hosts.
 SILENCED_SYSTEM_CHECKS = ["jobclaims.W001"]

@@ -14,7 +14,7 @@ class JobClaimsConfig(AppConfig):
         # Imported here: the checks import the models, which need the app
         # registry that is being populated while this module loads.
         from jobclaims.checks import register_checks
-        from jobclaims.known_commands import record_commands
+        from jobclaims.jobs.discovery import record_commands
 
         register_checks()
         post_migrate.connect(record_commands, sender=self)

@@ -7,45 +7,70 @@ first job runs. Every check can be run alone with ``check --tag jobclaims``.
 The checks that ask the database server something (W002, W003, W004) are tagged
 ``database`` and, like Django's own, run only for the databases the checker
 names: ``check --database default``, ``migrate`` and the test runner do.
+
+Each message sends the user to the documentation, built from docs/
+(``make docs``) and published at ``DOCS_URL``. A page's address is its
+markdown file's path with ``.html`` for ``.md``; a heading's anchor is its
+text in lower case, each run of other characters made one "-"
+(``jobclaims.E002: claims would go to a replica`` is
+``jobclaims-e002-claims-would-go-to-a-replica``). Messages name pages
+through ``page()`` only, with literal arguments, so
+tests/package/test_documentation.py can hold every address the code gives to a
+page and heading that exist: a wheel ships no docs/ folder to point to.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
 from importlib.util import find_spec
 from typing import Any
 
-from django.apps import AppConfig, apps
+from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import NotSupportedError, connections, router
 from django.utils import timezone
-from django.utils.module_loading import module_has_submodule
 
-from jobclaims import charsets, conf, job_discovery, leases, standby
-from jobclaims.claiming import CELERY_BODY_FIX, CELERY_BODY_PROBLEM
+from jobclaims import conf
+from jobclaims.claims import charsets, standby
 from jobclaims.claims.statements import statements_class
-from jobclaims.commands import checking_a_job_run
 from jobclaims.conf import jobclaims_settings
-from jobclaims.documentation import page
+from jobclaims.jobs import discovery, task_schedules
+from jobclaims.jobs.claiming import CELERY_BODY_FIX, CELERY_BODY_PROBLEM
+from jobclaims.jobs.commands import checking_a_job_run, job_checked, tag_problems
+from jobclaims.jobs.commands import problems as command_problems
+from jobclaims.jobs.schedules import problems
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.schedules import problems
+from jobclaims.time import leases
 
 TAG = "jobclaims"
+
+#: The documentation site's root, for the release users run.
+DOCS_URL = "https://jobclaims.readthedocs.io/en/stable/"
+
+
+def page(path: str, anchor: str = "") -> str:
+    """The address of the page built from ``docs/<path>.md``, at ``anchor``."""
+    address = f"{DOCS_URL}{path}.html"
+    return f"{address}#{anchor}" if anchor else address
 
 
 def register_checks() -> None:
     """Called from ``AppConfig.ready()``, once the models can be imported."""
     register(TAG)(check_settings)
     register(TAG)(check_use_tz)
+    register(TAG)(check_time_zone_is_set)
     register(TAG)(check_claims_database_is_the_primary)
     register(TAG)(check_claims_tables_can_be_migrated)
-    register(TAG)(check_row_locks)
+    register(TAG, deploy=True)(check_row_locks)
     register(TAG)(check_claims_database_backend)
     register(TAG)(check_schedules)
+    register(TAG)(check_job_names)
+    register(TAG)(check_job_commands)
     register(TAG)(check_celery_task_bodies)
+    register(TAG)(check_scheduled_tasks)
+    register(TAG)(check_beat_and_jobclaims)
     register(TAG, Tags.database)(check_time_zone_tables)
     register(TAG, Tags.database)(check_column_charsets)
     register(TAG, Tags.database)(check_leases_cover_standby_waits)
@@ -79,6 +104,37 @@ def check_use_tz(
             "by the database's clock, which needs timezone-aware datetimes.",
             hint=f"Set USE_TZ = True (Django's default). {_see('jobclaims-e001-use-tz-is-off')}",
             id="jobclaims.E001",
+        )
+    ]
+
+
+def check_time_zone_is_set(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.W008: windows and schedules follow ``TIME_ZONE``, which should be chosen.
+
+    A project that never set it runs every daily window and cron schedule in
+    Django's default, America/Chicago, without a word. Not told in a job's
+    run, as W001: cron would mail it on every run.
+    """
+    if (
+        not _concerns_jobclaims(app_configs)
+        # LazySettings.is_overridden(), which django-stubs leaves out.
+        or settings.is_overridden("TIME_ZONE")  # type: ignore[misc]
+        or checking_a_job_run.get()
+    ):
+        return []
+    return [
+        Warning(
+            f"TIME_ZONE is not set, so every window and schedule of your jobs follows "
+            f"Django's default, {settings.TIME_ZONE}: a daily job's day starts at its "
+            "midnight, and '5 2 * * *' fires at 02:05 there.",
+            hint=(
+                "Set TIME_ZONE in your settings to the zone your jobs' days and schedules "
+                f'follow, like TIME_ZONE = "UTC" or TIME_ZONE = "{settings.TIME_ZONE}". '
+                + _see("jobclaims-w008-time-zone-is-not-set")
+            ),
+            id="jobclaims.W008",
         )
     ]
 
@@ -158,11 +214,12 @@ def check_row_locks(
     lock on its file, which holds between processes of one host but not
     over a network file system.
 
-    Not told in a job's run: it is about the deployment, which ``manage.py
-    check`` (and migrate, runserver, other commands) still warns of, and
-    cron would mail it on every run of every job.
+    A deployment check (``manage.py check --deploy``), as Django's own
+    warnings about production settings are: SQLite on one host is a setup
+    jobclaims supports, and a warning printed by every command of a fresh
+    project, jobs' runs from cron included, says nothing the first did not.
     """
-    if not _concerns_jobclaims(app_configs) or conf.problems() or checking_a_job_run.get():
+    if not _concerns_jobclaims(app_configs) or conf.problems():
         return []
     alias = jobclaims_settings.claims_database(JobRun)
     connection = connections[alias]
@@ -213,16 +270,164 @@ def check_schedules(
     """
     if not _concerns_jobclaims(app_configs):
         return []
-    return [
+    found: list[CheckMessage] = [
         Warning(
             problem,
             hint="Fix the job's schedule, window or misfire attributes. "
             + _see("jobclaims-w005-a-schedule-that-cannot-work"),
             id="jobclaims.W005",
         )
-        for command in job_discovery.scheduled_commands().values()
+        for command in discovery.scheduled_commands().values()
         for problem in problems(type(command))
     ]
+    return found + [
+        Warning(
+            problem,
+            hint="Fix the task's schedule options. "
+            + _see("jobclaims-w005-a-schedule-that-cannot-work"),
+            id="jobclaims.W005",
+        )
+        for problem in _task_schedule_problems()[1]
+    ]
+
+
+def _task_schedule_problems() -> tuple[list[str], list[str]]:
+    """What keeps each task schedule from being used: why its task cannot take
+    its fires over (E009), and anything else (W005)."""
+    targets, others = [], []
+    for declared in task_schedules.declared():
+        try:
+            task = task_schedules.resolve(declared)
+        except ValueError as error:
+            others.append(str(error))
+            continue
+        if problem := task_schedules.target_problem(task):
+            targets.append(f"{declared.source}: {problem}")
+            continue
+        try:
+            task_schedules.build(declared)
+        except ValueError as error:
+            others.append(str(error))
+    others += [
+        problem for problem in task_schedules.usable()[1].values() if "scheduled twice" in problem
+    ]
+    return targets, others
+
+
+def check_scheduled_tasks(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.E009: a scheduled task must take its fire's claim over.
+
+    The scheduler enqueues each fire once, with its claim; the worker adopts
+    that claim, so a second copy of the message steps aside. A task that
+    cannot adopt it would run every copy: the scheduler leaves it out.
+    """
+    if not _concerns_jobclaims(app_configs):
+        return []
+    return [
+        Error(
+            problem,
+            hint="Make the task claimed as the hint of the message says. "
+            + _see("jobclaims-e009-a-scheduled-task-that-cannot-take-its-fire-over"),
+            id="jobclaims.E009",
+        )
+        for problem in _task_schedule_problems()[0]
+    ]
+
+
+def check_beat_and_jobclaims(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.W006: a task scheduled both by Celery beat and by jobclaims.
+
+    Each would enqueue it: a beat's copies are refused by the task's claim
+    only when they fall in a fire's window, and the beat runs on one host,
+    which is what moving to jobclaims was to end.
+    """
+    if not _concerns_jobclaims(app_configs):
+        return []
+    beat = dict(getattr(settings, "CELERY_BEAT_SCHEDULE", None) or {})
+    if "celery" in sys.modules:
+        from celery import current_app
+
+        beat.update(current_app.conf.beat_schedule or {})
+    if not beat:
+        return []
+    scheduled = {job.command for job in task_schedules.usable()[0]}
+    return [
+        Warning(
+            f"The task {entry['task']!r} is scheduled by Celery beat ({name!r}) and by "
+            "jobclaims: both enqueue it.",
+            hint="Remove its beat entry once jobclaims_scheduler runs. "
+            + _see("jobclaims-w006-a-task-scheduled-by-beat-and-by-jobclaims"),
+            id="jobclaims.W006",
+        )
+        for name, entry in sorted(beat.items())
+        if isinstance(entry, dict) and entry.get("task") in scheduled
+    ]
+
+
+def check_job_names(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.E010: one job, one name; two ``JobCommand``s must not claim
+    under one (``jobclaims.jobs.discovery.shared_names()``).
+
+    An error: their claims would be one job's, each skipping the other's
+    runs, and nothing could tell them apart afterwards. A run of a job is
+    told only of the names it shares itself, so that it refuses to start
+    and the other jobs run; the scheduler leaves the jobs out and names
+    them itself (``usable_jobs()``), so its own checks leave this out.
+    """
+    if not _concerns_jobclaims(app_configs):
+        return []
+    shared = discovery.shared_names()
+    if checking_a_job_run.get():
+        running = job_checked.get()
+        shared = {name: commands for name, commands in shared.items() if running in commands}
+    fix = discovery.SHARED_NAME_FIX
+    return [
+        Error(
+            _sentence(discovery.shared_name_problem(claimed, commands)),
+            hint=f"{_sentence(fix)} {_see('jobclaims-e010-two-jobs-claim-under-one-name')}",
+            id="jobclaims.E010",
+        )
+        for claimed, commands in shared.items()
+    ]
+
+
+def check_job_commands(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """jobclaims.W007: a job your own scheduler starts must be able to run,
+    and any job's tags must be ones a pause can name.
+
+    A ``JobCommand`` started by cron with ``window = "daliy"`` would fail at
+    its first run, in a mail; this says so at deploy time, with the message
+    the run would give. A scheduled job's are W005's. Not in a job's run:
+    that run refuses with the same message itself.
+    """
+    if not _concerns_jobclaims(app_configs) or checking_a_job_run.get():
+        return []
+    return [
+        Warning(
+            problem,
+            hint="Fix the job's attributes: until then each of its runs fails with this "
+            "error. " + _see("jobclaims-w007-a-job-that-cannot-run"),
+            id="jobclaims.W007",
+        )
+        for name, command in discovery.job_commands().items()
+        for problem in [
+            *(command_problems(name, type(command)) if _unscheduled(command) else []),
+            *tag_problems(name, command.tags),
+        ]
+    ]
+
+
+def _unscheduled(command: Any) -> bool:
+    """Whether ``command`` is started by your own scheduler: its problems are W007's."""
+    return command.schedule is None and not command.schedules
 
 
 def check_celery_task_bodies(
@@ -242,12 +447,19 @@ def check_celery_task_bodies(
         return []
     if find_spec("celery") is None:
         return []
-    _import_tasks_modules()
+    unbuilt: list[CheckMessage] = [
+        _unbuilt_task(f"The tasks module {module!r} cannot be imported", error)
+        for module, error in task_schedules.import_tasks_modules()
+    ]
     if "celery" not in sys.modules:
-        return []  # No module imported Celery, so there is no Celery task.
+        return unbuilt  # No module imported Celery, so there is no Celery task.
     from jobclaims.contrib.celery import misordered_shared_tasks
 
-    return [
+    try:
+        misordered = misordered_shared_tasks()
+    except (ValueError, TypeError) as error:
+        return [*unbuilt, _unbuilt_task("A Celery task cannot be built", error)]
+    return unbuilt + [
         Error(
             f"The Celery task {name!r} has @claimed under its task decorator. "
             + CELERY_BODY_PROBLEM,
@@ -255,20 +467,21 @@ def check_celery_task_bodies(
             + _see("jobclaims-e007-claimed-under-a-celery-task-decorator"),
             id="jobclaims.E007",
         )
-        for name in misordered_shared_tasks()
+        for name in misordered
     ]
 
 
-def _import_tasks_modules() -> None:
-    """Import each installed app's ``tasks`` module, as a Celery worker does."""
-    for config in apps.get_app_configs():
-        if module_has_submodule(config.module, "tasks"):
-            try:
-                importlib.import_module(f"{config.name}.tasks")
-            except ImportError:
-                # What this process lacks (a Django 6 task on Django 5.2, a
-                # worker's extra) is the worker's to report as it starts.
-                continue
+def _unbuilt_task(what: str, error: Exception) -> Error:
+    """jobclaims.E008: a claimed task's option, or ``@claimed``'s, is refused."""
+    return Error(
+        f"{what}: {error}",
+        hint=(
+            "Correct the option the message names, in the task's decorator or in "
+            "task_annotations; a worker would refuse the task the same way as it starts. "
+            + _see("jobclaims-e008-a-claimed-task-s-option-is-refused")
+        ),
+        id="jobclaims.E008",
+    )
 
 
 def check_time_zone_tables(
@@ -361,7 +574,7 @@ def check_leases_cover_standby_waits(
     default = jobclaims_settings.default_lease
     given = {"JOBCLAIMS['DEFAULT_LEASE']": default}
     try:
-        scheduled = job_discovery.scheduled_jobs()
+        scheduled = discovery.scheduled_jobs()
     except ValueError:  # jobclaims.E005 says what is wrong with a schedule.
         scheduled = []
     given.update({f"{job.job}'s lease": job.lease for job in scheduled if job.lease != default})
@@ -418,6 +631,11 @@ def _file_lock_hint(alias: str) -> str:
     if advice:
         return f"{multi_host}; and set " + " and ".join(advice) + "."
     return f'{multi_host}. Silence this with SILENCED_SYSTEM_CHECKS = ["jobclaims.W001"].'
+
+
+def _sentence(text: str) -> str:
+    """``text``, a clause the scheduler words too, as a sentence of its own."""
+    return f"{text[:1].upper()}{text[1:]}."
 
 
 def _see(anchor: str) -> str:

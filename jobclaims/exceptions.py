@@ -6,6 +6,8 @@ import datetime
 import signal
 from typing import TYPE_CHECKING
 
+from django.db import DatabaseError
+
 if TYPE_CHECKING:
     from jobclaims.claims.rule import Refusal
 
@@ -32,19 +34,21 @@ class JobInterrupted(BaseException):
 
 
 class JobTimedOut(BaseException):
-    """The run reached its job's ``timeout``: the process stops it (``jobclaims.timeouts``).
+    """The run reached its job's ``timeout``: the process stops it (``jobclaims.running.timeouts``).
 
     A ``BaseException`` for the reason ``JobInterrupted`` is one. The run
-    is recorded timed out.
+    is recorded timed out, however it ended once its timeout came.
     """
 
-    def __init__(self, timeout: datetime.timedelta):
+    def __init__(self, timeout: datetime.timedelta, how: str = ""):
         self.timeout = timeout
-        super().__init__(f"stopped at its timeout of {timeout}")
+        #: How the run ended, when it did not end by this exception.
+        self.how = how
+        super().__init__(f"stopped at its timeout of {timeout}" + (f" ({how})" if how else ""))
 
 
 class JobCancelled(BaseException):
-    """An operator cancelled the run (``jobclaims.cancels``): the process stops it.
+    """An operator cancelled the run (``jobclaims.running.cancels``): the process stops it.
 
     A ``BaseException`` for the reason ``JobInterrupted`` is one. The row
     says cancelled already; nothing more is recorded.
@@ -87,6 +91,35 @@ class LeaseLapsed(NotClaimed):
         Exception.__init__(self, f"{job} {window} did not start: {why}")
 
 
+class PausedBeforeStart(LeaseLapsed):
+    """The run's job was paused after its claim, before its run started.
+
+    A run looks at its job's pauses right before it starts, so that from a
+    pause's commit no run of the job starts, however long ago its claim
+    was taken (a scheduler's child starting up, a jitter, a queued task).
+    The claim was given back, recorded cancelled by whoever paused the
+    job; the block did not run. A ``NotClaimed`` (through ``LeaseLapsed``)
+    whose ``refusal`` names the pause, so code that steps aside from a
+    paused job's refused claim steps aside from this one too.
+    """
+
+    def __init__(self, job: str, window: str, refusal: Refusal):
+        super().__init__(job, window, f"{refusal.paused} after its claim; its claim is given back")
+        self.refusal = refusal
+
+
+class ClaimFailed(DatabaseError):
+    """The claim could not be made: the database could not be reached, or
+    kept asking for the claim to be tried again. Nothing ran.
+
+    Raised by ``claim()``, ``@claimed`` and a ``ClaimedTask`` before the
+    work starts, in place of the driver's error (its ``__cause__``), with
+    one line that says what the database answered; a ``JobCommand`` exits 1
+    with the same line. A ``DatabaseError``, so code that catches those
+    still catches it. Nothing was claimed: the next run tries again.
+    """
+
+
 class StandbyTimeout(Exception):
     """A claim's commit was not acknowledged by a synchronous standby in time.
 
@@ -105,9 +138,18 @@ class UnknownClaim(LookupError):
     """
 
 
+class EditConflict(ValueError):
+    """A stored schedule's edit was made from a version it no longer has:
+    another edit, or its deletion, came first. Nothing was changed.
+
+    Raised by ``change_schedule()`` and ``delete_schedule()`` given the
+    ``version`` the edit was made from, naming who changed it.
+    """
+
+
 class UnknownJob(LookupError):
     """No job of that name is defined or recorded: likely a typo.
 
-    Raised by ``jobclaims.pauses`` and ``jobclaims.backfills``, naming the
+    Raised by ``jobclaims.controls.pauses`` and ``jobclaims.controls.backfills``, naming the
     jobs that exist.
     """

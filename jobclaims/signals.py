@@ -4,7 +4,7 @@ Each is sent with ``sender=JobRun``. Receivers run in the claiming process,
 after the claim's statement committed, so a slow receiver delays the job,
 never another instance. They are sent robustly: a receiver that raises is
 logged on the ``jobclaims`` logger, with its traceback, and the claim, the
-job and the other receivers go on (see ``jobclaims.events``).
+job and the other receivers go on (see ``jobclaims.claims.events``).
 """
 
 from __future__ import annotations

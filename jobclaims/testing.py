@@ -12,7 +12,7 @@ committed data and, for SQLite, be a file other processes can open.
 
 A test that starts a process of its own points it at the test databases
 with ``child_environment()`` (in the parent) and ``connect_child()`` (in the
-child), from ``jobclaims.children``.
+child), from ``jobclaims.running.children``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Literal
 from django.test import TransactionTestCase
 
 from jobclaims import signals
-from jobclaims.children import child_environment, connect_child
+from jobclaims.running.children import child_environment, connect_child
 
 _START_VARIABLE = "JOBCLAIMS_RACE_START_FD"
 _REPORT_VARIABLE = "JOBCLAIMS_RACE_REPORT_FD"
@@ -186,10 +186,10 @@ def schedules_in_force_since(ago: datetime.timedelta) -> None:
     it out.
     """
     # Imported here: pytest loads this module before Django's apps are ready.
-    from jobclaims.clock import database_now
-    from jobclaims.job_discovery import scheduled_jobs
+    from jobclaims.jobs.discovery import scheduled_jobs
     from jobclaims.models import ScheduleVersion
-    from jobclaims.schedule_versions import fingerprint_of
+    from jobclaims.scheduling.schedule_versions import fingerprint_of
+    from jobclaims.time.clock import database_now
 
     for job in scheduled_jobs():
         ScheduleVersion.objects.get_or_create(

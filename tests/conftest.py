@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.celeryfleet import fleet, redis_url  # noqa: F401  # Fixtures for the Celery tests.
+from tests.support.celeryfleet import fleet, redis_url  # noqa: F401  # Fixtures for the Celery tests.
 
 if TYPE_CHECKING:
     from jobclaims.models import JobRun
@@ -29,6 +30,17 @@ def _clear_of_the_hour() -> None:
     left = 3600 - time.time() % 3600
     if left < HOUR_MARGIN:
         time.sleep(left + 0.5)
+
+
+@pytest.fixture(autouse=True)
+def _fleets_unmeasured(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start the fleet tests' processes without coverage
+    (scripts/measure-coverage): their schedulers, workers and jobs are timed
+    against real clocks, and a measured interpreter starts and runs slower
+    than the ones users run. Each other test's processes are measured."""
+    marker = request.node.get_closest_marker("xdist_group")
+    if marker is not None and marker.args == ("fleets",):
+        monkeypatch.delenv("COVERAGE_PROCESS_START", raising=False)
 
 
 @pytest.fixture(scope="session")
@@ -56,9 +68,39 @@ def vendor() -> str:
 def one_of_each() -> dict[str, JobRun]:
     """A claim of charge_invoices in each state, one window apiece."""
     from jobclaims.claims.rule import State
-    from tests.factories import claim_in_state
+    from tests.support.factories import claim_in_state
 
     return {
         state: claim_in_state(state, window=f"2026-11-2{number}")
         for number, state in enumerate(State)
     }
+
+
+@pytest.fixture
+def deployed_now() -> None:
+    """Record the test project's commands as deployed as the test starts.
+
+    ``migrate`` records them (``KnownCommand``) when the test database is
+    created, and each transaction test's flush records them again; a long
+    session of other tests between makes them look deployed minutes ago,
+    and health then counts the scheduled jobs' fires from then and finds
+    no scheduler running them (``SCHEDULER_GRACE``). A test that judges
+    every job's health starts from a deploy of its own.
+    """
+    from jobclaims.models import KnownCommand
+    from jobclaims.time.clock import DatabaseNow
+
+    KnownCommand.objects.update(first_seen_at=DatabaseNow())
+
+
+@pytest.fixture
+def changes(db: None) -> Callable[[], int]:
+    """How many changes the stored schedules have had since the test began.
+
+    The count's row is made first: a row made by a change starts at a
+    random number (``count_a_change()``), so only a difference counts."""
+    from jobclaims.jobs.stored_schedules import count_a_change, generation
+
+    count_a_change()
+    baseline = generation()
+    return lambda: generation() - baseline

@@ -23,7 +23,7 @@ def command_help(name: str) -> str:
     from django.core.management import load_command_class
 
     if name == "JobCommand":
-        from jobclaims.commands import JobCommand
+        from jobclaims import JobCommand
 
         command: Any = JobCommand()
         prog = "your_job"
@@ -49,9 +49,9 @@ def job_options() -> list[tuple[str, str, str]]:
     """``JobCommand``'s documented class attributes: (name, default, meaning), in source order."""
     from sphinx.pycode import ModuleAnalyzer
 
-    from jobclaims.commands import JobCommand
+    from jobclaims import JobCommand
 
-    analyzer = ModuleAnalyzer.for_module("jobclaims.commands")
+    analyzer = ModuleAnalyzer.for_module("jobclaims.jobs.commands")
     documented = analyzer.find_attr_docs()
     names = sorted(
         (name for cls, name in documented if cls == "JobCommand"),

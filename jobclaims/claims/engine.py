@@ -7,7 +7,7 @@ and either takes them over with compare-and-set writes or steps aside,
 saying which row refused it. The held run's ``release()``, ``renew()`` and
 ``fenced()`` come back here too: every write a holder makes is a
 compare-and-set on its token, its standby wait bounded and tried again
-while the database asks (``jobclaims.retries``).
+while the database asks (``jobclaims.claims.retries``).
 
 The unique constraints are the real guarantee; row locks, where the
 database has them, make contenders skip instead of wait.
@@ -16,10 +16,12 @@ database has them, make contenders skip instead of wait.
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import secrets
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -27,11 +29,27 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import F, Q
 
-from jobclaims import events, leases, retries, slots, standby
-from jobclaims.claims.rule import Reason, Refusal, Status, frees, frees_q, may_take_over_q
-from jobclaims.claims.statements import ClaimRow, Rival, claim_statements
-from jobclaims.clock import DatabaseNow, as_utc, database_now
+from jobclaims.claims import events, retries, standby
+from jobclaims.claims.rule import (
+    PauseNote,
+    Reason,
+    Refusal,
+    Status,
+    frees,
+    frees_q,
+    may_take_over_q,
+)
+from jobclaims.claims.statements import (
+    ClaimedThenRead,
+    ClaimRow,
+    ClaimStatements,
+    Released,
+    Rival,
+    claim_statements,
+)
 from jobclaims.exceptions import ClaimLost
+from jobclaims.time import leases
+from jobclaims.time.clock import DatabaseNow, as_utc, database_now
 
 if TYPE_CHECKING:
     from django.db.backends.utils import CursorWrapper
@@ -101,11 +119,23 @@ class Claim:
         self.run = run
         self.db = db
         self.connection = connections[db]
-        self.statements = claim_statements(self.connection)
         self.lease = lease
         self.rule = rule
         self.details = details
         self.waits: Iterator[float] = iter(())
+        #: What the claim's INSERT read once it committed, where it read it
+        #: in the same round trip (``_insert_then_read()``).
+        self.read_after_commit: ClaimedThenRead | None = None
+
+    @functools.cached_property
+    def statements(self) -> ClaimStatements:
+        """The database's statements, chosen on their first use.
+
+        Choosing them may ask the server (MariaDB: is it a Galera node?),
+        so that is the claim's first statement: chosen inside the claim's
+        tries, a connection lost or timed out there is tried again.
+        """
+        return claim_statements(self.connection)
 
     # Taking the claim.
 
@@ -143,8 +173,8 @@ class Claim:
         if isinstance(outcome, Refusal):
             return outcome
         run, previous_status = outcome
-        if previous_status is None and not self.rule.force and (refusal := self._slot_refusal(run)):
-            return self._give_back(run, refusal)
+        if refusal := self._refused_after_commit(run, previous_status):
+            return self._give_back(run, previous_status, refusal)
         run.held_until = leases.held_until(sent_at, self.lease)
         events.acquired(run, previous_status)
         return run
@@ -152,14 +182,16 @@ class Claim:
     def _take_bounded(self, maybe_committed: bool) -> Taken | Refusal:
         """One connection's try at the claim, its commit bounded by STANDBY_TIMEOUT.
 
-        A paused job starts no run, however it was started: the pauses are
-        read before any claim row, unless the claim's first INSERT asks for
-        them itself (``_pauses_in_insert()``).
+        A paused job starts no run, however it was started, and a slot
+        another run covers is not run again: the pauses and the slot's runs
+        are read before any claim row, unless the claim's first INSERT asks
+        for them itself (``_refusals_in_insert()``).
         """
         new = self.run
+        self.read_after_commit = None
         self.connection.ensure_connection()
         # A read, so tried again while the database asks (SQLite's busy file).
-        if not self._pauses_in_insert() and (
+        if not self._refusals_in_insert() and (
             refusal := retries.retrying(self.connection, self._refusal_before_the_claim)
         ):
             with self.connection.cursor() as cursor:
@@ -180,25 +212,30 @@ class Claim:
             raise standby.claim_not_acknowledged(new.job, new.window, outcome[0])
         return outcome
 
-    def _pauses_in_insert(self) -> bool:
-        """Whether the claim's first INSERT asks for the job's pauses, so that
-        only a claim it did not settle reads them (``_take_once()``): then a
-        claim of a new window is one statement (PostgreSQL). Not for a claim
-        of a slot, which reads the runs covering it first, after the pauses,
-        so that a paused job's refusal always says paused.
-        """
-        new = self.run
-        slotted = new.slot_start is not None and new.slot_end is not None
-        pauses = self.statements.checks_pauses_in_insert(self.connection)
-        return pauses and (self.rule.force or not slotted)
+    def _refusals_in_insert(self) -> bool:
+        """Whether the claim's first INSERT asks for the job's pauses and the
+        runs covering its slot, so that only a claim it did not settle reads
+        them (``_take_once()``): then a claim of a new window or fire is one
+        statement (PostgreSQL). Its refusal names the pause first, as the
+        read before the claim does, so a paused job's always says paused."""
+        return self.statements.checks_refusals_in_insert(self.connection)
 
     def _refusal_before_the_claim(self) -> Refusal | None:
-        """The pause of a paused job, or a run covering the same slot: each
-        refuses the claim before any claim row is read (or taken)."""
         with self.connection.cursor() as cursor:
-            if paused := self._pause(cursor):
-                return paused
-        return None if self.rule.force else self._slot_refusal(self.run, held=True)
+            return self._refusing(cursor)
+
+    def _refusing(self, cursor: CursorWrapper) -> Refusal | None:
+        """The pause of a paused job, else a run of another window covering
+        the claim's slot that is held or succeeded (``jobclaims.time.slots``;
+        unless forced): each refuses the claim before any claim row is read
+        or taken. One read."""
+        new = self.run
+        if self.rule.force or new.slot_start is None or new.slot_end is None:
+            return self._pause(cursor)
+        found = self.statements.pause_or_slot_run(cursor, new)
+        if isinstance(found, PauseNote):
+            return Refusal(new.job, new.window, Reason.PAUSED, paused=found)
+        return None if found is None else self._slot_refusal(found)
 
     def _pause(self, cursor: CursorWrapper) -> Refusal | None:
         """The refusal of a claim of a paused job, naming the pause."""
@@ -219,41 +256,103 @@ class Claim:
         )
         return mine
 
-    def _slot_refusal(self, new: ClaimRow, *, held: bool = False) -> Refusal | None:
-        """The refusal of a run of another window covering ``new``'s slot
-        (``jobclaims.slots``), or None.
+    def _refused_after_commit(self, run: ClaimRow, previous_status: str | None) -> Refusal | None:
+        """What refuses the claim ``run`` just took, read once it committed:
+        a pause of the job, or, for a new row of a slot (unless forced), a
+        run of another window covering the slot that succeeded. One read,
+        which PostgreSQL sends behind the claim's INSERT and its COMMIT, in
+        the same round trip (``_insert_then_read()``).
 
-        Before the claim, a held run refuses too. After it, only a success
-        does: two claims of overlapping slots that met while both were held
-        must not both give way. Unless overlap is allowed, the one-holder
-        constraint never lets them both hold; with overlap allowed, they both run.
+        Each may have committed while the claim was being taken, after the
+        read before it or within its own INSERT, which could not see it.
+        Read after the claim's commit, one that committed before it is
+        seen: from a pause's commit, no claim of the job wins, on any
+        database. (Inside the caller's transaction the claim commits with
+        it, later: a pause that comes between is met by the run's own look
+        before it starts, ``holding()``.)
+
+        Only a success of the slot refuses here: two claims of overlapping
+        slots that met while both were held must not both give way. Unless
+        overlap is allowed, the one-holder constraint never lets them both
+        hold; with overlap allowed, they both run.
         """
-        if new.slot_start is None or new.slot_end is None:
-            return None
-        found = slots.ran(self._rows(), new.job, new.window, (new.slot_start, new.slot_end))
-        if not held:
-            found = found.filter(status=Status.SUCCEEDED)
-        row = found.order_by("slot_end").first()
-        if row is None:
-            return None
+        slotted = run.slot_start is not None and run.slot_end is not None
+        if previous_status is None and self.read_after_commit is not None:
+            found = self.read_after_commit.refusing  # Read with the INSERT, after its COMMIT.
+        else:
+            with self.connection.cursor() as cursor:
+                if previous_status is not None or self.rule.force or not slotted:
+                    return self._pause(cursor)
+                found = self.statements.pause_or_slot_succeeded(cursor, run)
+        if isinstance(found, PauseNote):
+            return Refusal(run.job, run.window, Reason.PAUSED, paused=found)
+        return None if found is None else self._slot_refusal(found)
+
+    def _slot_refusal(self, row: Rival | ClaimRow, held_job: str | None = None) -> Refusal:
+        """The refusal of a claim by ``row``, a run covering the same slot: of
+        another window of the job, or, ``held_job`` naming it, of the same
+        fire under another name of its schedule."""
+        new = self.run
         return Refusal(
             new.job,
             new.window,
             Reason.SLOT_RAN,
             held_window=row.window,
+            held_job=held_job,
             owner=row.owner,
             status=row.status,
-            expires_at=row.expires_at,
-            finished_at=row.finished_at,
+            expires_at=as_utc(row.expires_at),
+            finished_at=None if row.finished_at is None else as_utc(row.finished_at),
         )
 
-    def _give_back(self, run: ClaimRow, refusal: Refusal) -> Refusal:
-        """Delete the row just inserted for ``run``: a run covering its slot
-        succeeded while it was being claimed (the check before the claim did
-        not see it yet)."""
-        self._rows().filter(pk=run.pk, token=run.token).delete()
+    def _give_back(self, run: ClaimRow, previous_status: str | None, refusal: Refusal) -> Refusal:
+        """Give back the claim ``run`` just took, which ``refusal`` refuses
+        after all (``_refused_after_commit()``), and record the skip: a new
+        row is deleted; a row taken over, whose history stays, ends
+        cancelled by the pause that refused it (``Claim.give_back()``)."""
+        if previous_status is None:
+            self._rows().filter(pk=run.pk, token=run.token).delete()
+        else:
+            Claim(run, self.db).give_back(refusal)
         with self.connection.cursor() as cursor:
             return self._skip(cursor, refusal)
+
+    # A held claim's start.
+
+    def paused(self) -> Refusal | None:
+        """The refusal of the held run by a pause of its job in force now:
+        one read, which a run makes right before it starts."""
+        with self.connection.cursor() as cursor:
+            return self._pause(cursor)
+
+    def give_back(self, refusal: Refusal) -> bool:
+        """End the held run, which a pause refused before it started:
+        ``cancelled`` by whoever paused its job, its lease and its hold on
+        the job ended, and why in its ``error``, so that the window is
+        counted refused by the pause, and open again once it is resumed.
+        One compare-and-set UPDATE on the run's token; ``False`` if the run
+        no longer holds its claim."""
+        assert refusal.paused is not None, "a refusal by a pause"
+        note = refusal.paused
+        rows = self._rows().filter(pk=self.run.pk, token=self.run.token, status=Status.RUNNING)
+        whose = "all jobs were" if note.of_all_jobs else "its job was"
+        why = (
+            f"Not started: {whose} paused by {note.by} at {note.at:%Y-%m-%d %H:%M:%S} UTC "
+            "after this run's claim, before the run started, so the pause refused it"
+        )
+        now = DatabaseNow()
+        changed = rows.update(
+            status=Status.CANCELLED,
+            cancelled_by=note.by,
+            cancelled_at=now,
+            expires_at=now,
+            finished_at=now,
+            holds_job=None,
+            error=why,
+        )
+        if changed:
+            self.run.status = Status.CANCELLED
+        return bool(changed)
 
     def _take_until_settled(self) -> Taken | Refusal:
         """Claim, starting again while the database asks for another try.
@@ -295,13 +394,12 @@ class Claim:
         raise last
 
     def _take_once(self, cursor: CursorWrapper) -> Taken | Refusal:
-        new, lease = self.run, self.lease
-        assert lease is not None
-        if self.statements.claim_by_insert(cursor, new, lease):
+        new = self.run
+        if self._insert_then_read(cursor):
             return new, None
-        # Nothing inserted: a row in the way, or (if it asked) a pause.
-        if self._pauses_in_insert() and (paused := self._pause(cursor)):
-            return self._skip(cursor, paused)
+        # Nothing inserted: a row in the way, or (if it asked) a pause or a slot's run.
+        if self._refusals_in_insert() and (refusal := self._refusing(cursor)):
+            return self._skip(cursor, refusal)
         if (
             not self.details
             and not self.rule.force
@@ -313,6 +411,21 @@ class Claim:
             events.skipped(type(new), refusal)
             return refusal
         return self._contend(cursor)
+
+    def _insert_then_read(self, cursor: CursorWrapper) -> bool:
+        """Claim with one INSERT (``ClaimStatements.claim_by_insert()``) and,
+        where the database takes both in one round trip (PostgreSQL), read
+        what refuses it after its commit right behind it: the read that
+        ``_refused_after_commit()`` would send next."""
+        new, lease = self.run, self.lease
+        assert lease is not None
+        slotted = new.slot_start is not None and new.slot_end is not None
+        sent = self.statements.claim_then_read(cursor, new, lease, slotted and not self.rule.force)
+        if sent is None:
+            return self.statements.claim_by_insert(cursor, new, lease)
+        if sent.inserted:
+            self.read_after_commit = sent
+        return sent.inserted
 
     def _contend(self, cursor: CursorWrapper) -> Taken | Refusal:
         """Claim past the rows in the way, or record a skip and return why.
@@ -332,11 +445,23 @@ class Claim:
         try:
             taken = self._take(cursor, seen)
         except IntegrityError:
-            # Another instance inserted first: the constraint decided.
+            # Another instance inserted first: the constraint decided. It
+            # may have claimed the fire under another name of its schedule.
+            if refusal := self._claimed_in_series():
+                return self._skip(cursor, refusal)
             taken = None
         if taken is None:
             return self._skip(cursor, Refusal(new.job, new.window, Reason.HELD))
         return taken
+
+    def _claimed_in_series(self) -> Refusal | None:
+        """The refusal of the claim of the new run's fire under another name
+        of its schedule, which the (series, window) constraint met."""
+        new = self.run
+        if new.series is None:
+            return None
+        row = self._rows().filter(series=new.series, window=new.window).exclude(job=new.job).first()
+        return None if row is None else self._slot_refusal(row, held_job=row.job)
 
     def _refusal(self, blocking: list[Rival]) -> Refusal:
         """Why the rows in the way refuse the claim: the window's own row first."""
@@ -346,10 +471,10 @@ class Claim:
             reason = Reason.OVERLAP
         elif row.status == Status.SUCCEEDED:
             reason = Reason.SUCCEEDED
-        elif row.status != Status.RUNNING:  # Failed, retrying, timed out or cancelled.
+        elif row.status == Status.RUNNING or (row.status == Status.CANCELLED and not row.lapsed):
+            reason = Reason.HELD  # A cancelled run holds it until its process stopped.
+        else:  # Failed, retrying, timed out, or cancelled and let go.
             reason = Reason.FAILED
-        else:
-            reason = Reason.HELD
         finished_at = None if row.finished_at is None else as_utc(row.finished_at)
         return Refusal(
             new.job,
@@ -461,6 +586,7 @@ class Claim:
             "finished_at": None,
             "retry_at": None,
             "error": "",
+            "output": None,
         }
         won = (
             self._rows()
@@ -500,9 +626,10 @@ class Claim:
 
     # Holding it.
 
-    def release(self, status: str, error: str) -> bool:
-        """Record how the run ended and let the job's next run in; ``False``,
-        writing nothing, when the claim is no longer the run's.
+    def release(self, status: str, error: str, output: str | None = None) -> bool:
+        """Record how the run ended, and what it printed, and let the job's
+        next run in; ``False``, writing nothing, when the claim is no longer
+        the run's.
 
         A deadlock, a lock timeout or a lost connection is tried again, from
         a fresh connection after a lost one, until the outcome is recorded
@@ -513,28 +640,38 @@ class Claim:
         run = self.run
         tries = 0
 
-        def release_once() -> bool:
+        def release_once() -> Released:
             nonlocal tries
             tries += 1
             with self.connection.cursor() as cursor:
-                if self.statements.release(cursor, run, status, error):
-                    return True
+                released = self.statements.release(cursor, run, status, error, output)
             # A try whose answer was lost may have recorded it already.
-            return tries > 1 and self._recorded_as(status)
+            if not released.recorded and tries > 1:
+                return Released(self._recorded_as(status))
+            return released
 
         # Until the lease is gone the outcome is still ours to record.
         retry_for = max(retries.RETRY_FOR, leases.held_for(run.held_until))
-        if not self._write(f"the {status} outcome", release_once, retry_for):
+        released = self._write(f"the {status} outcome", release_once, retry_for)
+        if not released.recorded:
             return False
-        run.status, run.error, run.holds_job = status, error, None
+        run.status, run.error, run.output, run.holds_job = status, error, output, None
+        if released.finished_at is not None:
+            run.finished_at = released.finished_at
+            events.finished(run, lambda: released.finished_at)
+            return True
         # Set by the database clock: loaded from the row if it is read.
         del run.finished_at
         events.finished(run, self._stored_finished_at)
         return True
 
-    def renew(self, lease: datetime.timedelta, until: datetime.datetime | None) -> bool:
+    def renew(
+        self, lease: datetime.timedelta, until: datetime.datetime | None, unless_renewed: bool
+    ) -> bool:
         """Extend the lease to ``lease`` from now, by the database clock, but
-        not past ``until``; ``False``, extending nothing, once it has ended.
+        not past ``until``; ``False``, extending nothing, once it has ended,
+        or with ``unless_renewed`` once another process renewed it since this
+        one last set it (a scheduler's job that adopted the claim).
 
         One autocommitted UPDATE: no lock outlives the statement, so a
         renewing process that pauses never blocks a takeover. It extends only
@@ -550,12 +687,48 @@ class Claim:
         if until is not None:
             expires_at = min(expires_at, until)
         running = self._held_rows().filter(expires_at__gt=DatabaseNow())
+        if unless_renewed:
+            running = running.filter(expires_at__lte=run.expires_at)
         renewed = self._write(
             "the renewal", lambda: running.update(expires_at=expires_at), retries.RETRY_FOR
         )
         if not renewed:
             return False
         run.expires_at = expires_at
+        run.held_until = leases.held_until(sent_at, expires_at - now)
+        return True
+
+    def resume(self, owner: str, lease: datetime.timedelta) -> bool:
+        """Take the held run up again under a new token, as ``owner``, its
+        lease renewed to ``lease`` from now; ``False``, changing nothing,
+        once its token changed or its lease ended.
+
+        For a task queue's retry, which carries the run's token: a broker
+        may deliver one message several times at once (Redis hands an
+        unacknowledged one out again after its visibility timeout), and
+        every copy carries the same token. One compare-and-set UPDATE on
+        that token lets the first copy through; the others then find
+        another token, as a rival's, and step aside. A try whose answer
+        was lost is looked for by its new token, which no one else draws.
+        """
+        run = self.run
+        token = uuid.uuid4()
+        sent_at = leases.clock()
+        now = retries.retrying(self.connection, lambda: database_now(self.db))
+        expires_at = now + lease
+        running = self._held_rows().filter(expires_at__gt=DatabaseNow())
+        tries = 0
+
+        def resume_once() -> bool:
+            nonlocal tries
+            tries += 1
+            if running.update(token=token, owner=owner, expires_at=expires_at):
+                return True
+            return tries > 1 and self._rows().filter(pk=run.pk, token=token).exists()
+
+        if not self._write("the resumption", resume_once, retries.RETRY_FOR):
+            return False
+        run.token, run.owner, run.expires_at = token, owner, expires_at
         run.held_until = leases.held_until(sent_at, expires_at - now)
         return True
 

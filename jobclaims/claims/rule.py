@@ -17,7 +17,8 @@ from django.db import models
 from django.db.models import Case, Q, Value, When
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims.clock import DatabaseNow
+from jobclaims.claims import naming
+from jobclaims.time.clock import DatabaseNow
 
 
 class Status(models.TextChoices):
@@ -27,11 +28,11 @@ class Status(models.TextChoices):
     SUCCEEDED = "succeeded", _("succeeded")
     FAILED = "failed", _("failed")
     #: Failed or interrupted under a scheduler; the next attempt is due at
-    #: ``retry_at`` (``jobclaims.attempts``).
+    #: ``retry_at`` (``jobclaims.running.attempts``).
     RETRYING = "retrying", _("retrying")
-    #: Stopped at the job's ``timeout``; counted as a failure (``jobclaims.timeouts``).
+    #: Stopped at the job's ``timeout``; counted as a failure (``jobclaims.running.timeouts``).
     TIMED_OUT = "timed-out", _("timed out")
-    #: Cancelled by an operator while it ran (``jobclaims.cancels``).
+    #: Cancelled by an operator while it ran (``jobclaims.running.cancels``).
     CANCELLED = "cancelled", _("cancelled")
 
 
@@ -68,9 +69,19 @@ class PauseNote:
     reason: str = ""
     #: None: until an operator resumes it.
     until: datetime.datetime | None = None
+    #: The job the pause is of: the claim's, the job a schedule's claim
+    #: belongs to, or ``naming.ALL_JOBS``.
+    job: str = ""
+
+    @property
+    def of_all_jobs(self) -> bool:
+        """Whether this is the pause of all jobs, which resuming one job leaves in force."""
+        return self.job == naming.ALL_JOBS
 
     def __str__(self) -> str:
         said = f"paused by {self.by} at {_utc(self.at)}"
+        if self.of_all_jobs:
+            said = f"all jobs {said}"
         if self.until is not None:
             said += f" until {_utc(self.until)}"
         return f"{said} ({self.reason})" if self.reason else said
@@ -91,6 +102,9 @@ class Refusal:
     reason: Reason
     #: The refusing row's window: ``window``, or another window's for an overlap.
     held_window: str | None = None
+    #: The refusing row's job, when another name of the claim's schedule
+    #: claimed the same fire (``jobclaims.claims.naming``); None: the claim's own.
+    held_job: str | None = None
     #: Who holds the refusing row (or last held it, for a finished run).
     owner: str | None = None
     status: str | None = None
@@ -111,6 +125,8 @@ class Refusal:
                 Reason.SLOT_RAN: "another window covering the same time has run",
                 Reason.PAUSED: "an operator paused the job",
             }[self.reason]
+        if self.reason == Reason.SLOT_RAN and self.held_job is not None:
+            return f"its schedule claimed this fire as {self.held_job}, whose run is {self.status}"
         if self.reason == Reason.SLOT_RAN:
             return (
                 f"the {self.held_window} run covers the same time and is "
@@ -175,7 +191,10 @@ MEANINGS = {
     State.FAILED: _("Finished and failed; the next run takes this window over."),
     State.RETRYING: _("Failed or interrupted; a scheduler runs it again when its retry is due."),
     State.TIMED_OUT: _("Stopped at its timeout, a failure; the next run takes this window over."),
-    State.CANCELLED: _("Cancelled by an operator while it ran; a rerun of the window may take it."),
+    State.CANCELLED: _(
+        "Cancelled by an operator while it ran; once its process stopped, a rerun of the "
+        "window may take it."
+    ),
 }
 
 
@@ -195,23 +214,30 @@ def state_expression() -> Case:
     )
 
 
-#: The finished statuses that let the next claim in without ``force``. A
-#: cancelled window is open like a failed one: the operator stopped that run,
-#: not the window (pause the job to keep its next runs from starting).
-_OPEN = (Status.FAILED, Status.RETRYING, Status.TIMED_OUT, Status.CANCELLED)
+#: The finished statuses that let the next claim in without ``force``.
+_OPEN = (Status.FAILED, Status.RETRYING, Status.TIMED_OUT)
 
 
 def may_take_over(status: str, lapsed: bool, force: bool, take_failed: bool = True) -> bool:
     """Whether a window's row may go to the next instance of its job.
 
     It failed (or waits for a retry), its holder died (still running, its
-    lease run out), or it succeeded and ``force`` asks to run it again.
-    Without ``take_failed`` a failed or retrying row stays as it is: a
-    scheduler's look at a fire leaves its retries to the job's retry
-    policy (``jobclaims.attempts``), however many hosts look.
+    lease run out), it was cancelled and its run let go of it, or it
+    succeeded and ``force`` asks to run it again. Without ``take_failed`` a
+    failed, retrying or cancelled row stays as it is: a scheduler's look at
+    a fire leaves its retries to the job's retry policy
+    (``jobclaims.running.attempts``), however many hosts look.
+
+    A cancelled window is open like a failed one, but only once its lease
+    ended: the cancel leaves the lease as it was, and the run's process
+    ends it when it stops (``jobclaims.running.cancels``). The operator
+    stopped that run, not the window, and two runs of one window must never
+    overlap (pause the job to keep its next runs from starting).
     """
     if status == Status.RUNNING:
         return lapsed
+    if status == Status.CANCELLED:
+        return take_failed and lapsed
     if status in _OPEN:
         return take_failed
     return force and status == Status.SUCCEEDED
@@ -219,9 +245,10 @@ def may_take_over(status: str, lapsed: bool, force: bool, take_failed: bool = Tr
 
 def may_take_over_q(force: bool, take_failed: bool = True) -> Q:
     """``may_take_over``, as a condition on rows."""
-    open_ = Q(status=Status.RUNNING, expires_at__lte=DatabaseNow())
+    lapsed = Q(expires_at__lte=DatabaseNow())
+    open_ = Q(status=Status.RUNNING) & lapsed
     if take_failed:
-        open_ |= Q(status__in=_OPEN)
+        open_ |= Q(status__in=_OPEN) | (Q(status=Status.CANCELLED) & lapsed)
     if force:
         open_ |= Q(status=Status.SUCCEEDED)
     return open_

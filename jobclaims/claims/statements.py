@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from django.db import NotSupportedError, OperationalError, connections
 
-from jobclaims import schedule_names
-from jobclaims.claims import mysql, postgresql, sqlite
+from jobclaims.claims import naming
+from jobclaims.claims.backends import mysql, postgresql, sqlite
 from jobclaims.claims.rule import PauseNote
-from jobclaims.clock import as_utc
+from jobclaims.time.clock import as_utc
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -48,10 +48,12 @@ class ClaimRow(Protocol):
     holds_job: bool | None
     slot_start: datetime.datetime | None
     slot_end: datetime.datetime | None
+    series: str | None
     claimed_at: datetime.datetime
     expires_at: datetime.datetime
     finished_at: datetime.datetime | None
     error: str
+    output: str | None
     held_until: float | None
     _state: ModelState
     _meta: ClassVar[Any]
@@ -94,6 +96,15 @@ def _chosen(alias: str, vendor: str) -> ClaimStatements:
     return statements_class(vendor)(connections[alias])
 
 
+class Released(NamedTuple):
+    """What a release did: whether it recorded the outcome (the run still
+    held its claim), and the finish time the database's clock gave it, where
+    the statement returns it (None: read it back if it is wanted)."""
+
+    recorded: bool
+    finished_at: datetime.datetime | None = None
+
+
 class Written(NamedTuple):
     """One backend's statements, as its module writes them; None: not sent there."""
 
@@ -108,13 +119,31 @@ class Written(NamedTuple):
     skip_unflushed: str
     release: str
     pause: str
+    #: ``pause``, and the runs covering a claim's slot that refuse it.
+    pause_or_slot_run: str
+    #: ``pause``, and the runs covering a claim's slot that succeeded: read
+    #: after its commit.
+    pause_or_slot_succeeded: str
     #: A claim that never waits, where the database has one.
     insert_unless_taken: str | None = None
-    #: Whether ``insert_unless_taken`` inserts nothing for a paused job.
-    insert_checks_pauses: bool = False
+    #: Whether ``insert_unless_taken`` inserts nothing where ``pause_or_slot_run``
+    #: would find a refusal: a paused job, a held or succeeded run of the slot.
+    insert_checks_refusals: bool = False
     #: The read of the rows in the way and the skip's INSERT in one statement.
     skip_if_blocked: str | None = None
     skip_if_window_blocked: str | None = None
+    #: ``insert_unless_taken``, committed, then ``pause`` (or
+    #: ``pause_or_slot_succeeded``), in one round trip.
+    claim_then_pause: str | None = None
+    claim_then_pause_or_slot_succeeded: str | None = None
+
+
+class ClaimedThenRead(NamedTuple):
+    """What ``claim_then_read()`` did: whether it inserted the claim, and if
+    so what its read after the commit found refusing it (None: nothing)."""
+
+    inserted: bool
+    refusing: PauseNote | Rival | None = None
 
 
 class ClaimStatements:
@@ -159,9 +188,45 @@ class ClaimStatements:
         self._load(cursor, run, row)
         return True
 
+    def claim_then_read(
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta, slotted: bool
+    ) -> ClaimedThenRead | None:
+        """``claim_by_insert()``, and once it committed the read that refuses
+        a claim after its commit (``pause()``, or with ``slotted``
+        ``pause_or_slot_succeeded()``), in one round trip; ``None``, sending
+        nothing, where the two cannot go in one message
+        (``claims_then_reads()``)."""
+        if not self.claims_then_reads(cursor.db):
+            return None
+        sql = self.sql
+        statement = sql.claim_then_pause_or_slot_succeeded if slotted else sql.claim_then_pause
+        assert statement is not None, "claims_then_reads() said both are written"
+        try:
+            cursor.execute(statement, self._run_params(cursor, run, lease))
+        except OperationalError as error:
+            if self._refused_at_once(error.__cause__):
+                return ClaimedThenRead(False)
+            raise
+        row = cursor.fetchone()
+        if row is None:
+            return ClaimedThenRead(False)
+        self._load(cursor, run, row)
+        # Past the COMMIT's result, to the read's.
+        cursor.nextset()
+        cursor.nextset()
+        rows = cursor.fetchall()
+        if slotted:
+            return ClaimedThenRead(True, self._pause_or_slot_found(rows))
+        return ClaimedThenRead(True, self._pause_note(rows[0]) if rows else None)
+
+    def claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether ``claim_then_read()`` is sent on ``connection``: where the
+        backend writes it, and a claim starts with ``claim_by_insert()``."""
+        return self.sql.claim_then_pause is not None and self.claims_by_insert(connection)
+
     def claims_by_insert(self, connection: BaseDatabaseWrapper) -> bool:
         """Whether a claim on ``connection`` starts with ``claim_by_insert()``:
-        not on SQLite (see ``jobclaims.claims.sqlite``), where an INSERT
+        not on SQLite (see ``jobclaims.claims.backends.sqlite``), where an INSERT
         cannot return rows (MySQL), nor inside a transaction, to which
         PostgreSQL's lock timeout would last."""
         return (
@@ -170,10 +235,11 @@ class ClaimStatements:
             and not connection.in_atomic_block
         )
 
-    def checks_pauses_in_insert(self, connection: BaseDatabaseWrapper) -> bool:
+    def checks_refusals_in_insert(self, connection: BaseDatabaseWrapper) -> bool:
         """Whether ``claim_by_insert()`` on ``connection`` inserts nothing for
-        a paused job, so that the claim need not read the pauses first."""
-        return self.sql.insert_checks_pauses and self.claims_by_insert(connection)
+        a paused job or a slot another run covers, so that the claim need not
+        read the pauses and the slot's runs first."""
+        return self.sql.insert_checks_refusals and self.claims_by_insert(connection)
 
     def rivals(self, cursor: CursorWrapper, run: ClaimRow) -> list[Rival]:
         """The window's row and, unless ``run`` may overlap, the job's holder."""
@@ -229,23 +295,88 @@ class ClaimStatements:
     def pause(self, cursor: CursorWrapper, run: ClaimRow) -> PauseNote | None:
         """The newest pause in force of ``run``'s job, which refuses its claim.
 
-        A pause of a job holds for each of its schedules' claims too
-        (``jobclaims.schedule_names``).
+        A pause of a job holds for each of its schedules' claims too, and
+        a pause of all jobs for every claim (``jobclaims.claims.naming``).
         """
-        parent_job = schedule_names.parent(run.job) or run.job
-        cursor.execute(self.sql.pause, {"job": run.job, "parent_job": parent_job})
+        cursor.execute(self.sql.pause, {"job": run.job, **naming.pausing_jobs(run.job)})
         row = cursor.fetchone()
-        if row is None:
-            return None
-        by, at, reason, until = row
-        return PauseNote(by, as_utc(at), reason, None if until is None else as_utc(until))
+        return None if row is None else self._pause_note(row)
 
-    def release(self, cursor: CursorWrapper, run: ClaimRow, status: str, error: str) -> bool:
-        """End ``run`` with ``status`` if it still holds its claim."""
+    def _pause_note(self, row: tuple[Any, ...]) -> PauseNote:
+        """The pause a row of ``pause`` describes."""
+        by, at, reason, until, job = row
+        return PauseNote(by, as_utc(at), reason, None if until is None else as_utc(until), job)
+
+    def pause_or_slot_run(self, cursor: CursorWrapper, run: ClaimRow) -> PauseNote | Rival | None:
+        """The newest pause in force of ``run``'s job, else the first run of
+        another window covering ``run``'s slot that is held or succeeded:
+        what refuses the claim before any claim row is read, in one read.
+        ``run`` has a slot."""
+        return self._pause_or_slot(cursor, run, self.sql.pause_or_slot_run)
+
+    def pause_or_slot_succeeded(
+        self, cursor: CursorWrapper, run: ClaimRow
+    ) -> PauseNote | Rival | None:
+        """The newest pause in force of ``run``'s job, else the first run of
+        another window covering ``run``'s slot that succeeded: what refuses
+        a claim after its commit, in one read. ``run`` has a slot."""
+        return self._pause_or_slot(cursor, run, self.sql.pause_or_slot_succeeded)
+
+    def _pause_or_slot(
+        self, cursor: CursorWrapper, run: ClaimRow, statement: str
+    ) -> PauseNote | Rival | None:
+        params = {**self._slot_params(cursor, run), **naming.pausing_jobs(run.job)}
+        cursor.execute(statement, params)
+        return self._pause_or_slot_found(cursor.fetchall())
+
+    def _pause_or_slot_found(self, rows: list[tuple[Any, ...]]) -> PauseNote | Rival | None:
+        """The pause, else the slot's run, that rows of ``pause_or_slot_run``
+        or ``pause_or_slot_succeeded`` describe."""
+        # The fourth column is the paused job of a pause, the status of a run.
+        for found, who, said, job, since, until in rows:
+            if found == "paused":
+                return PauseNote(
+                    who, as_utc(since), said, None if until is None else as_utc(until), job
+                )
+        for _found, window, owner, status, expires_at, finished_at in rows:
+            return Rival(window, status, owner, expires_at, finished_at, lapsed=False)
+        return None
+
+    def _slot_params(self, cursor: CursorWrapper, run: ClaimRow) -> dict[str, Any]:
+        adapt = cursor.db.ops.adapt_datetimefield_value
+        return {
+            "job": run.job,
+            "window": run.window,
+            "slot_start": adapt(run.slot_start),
+            "slot_end": adapt(run.slot_end),
+        }
+
+    def release(
+        self,
+        cursor: CursorWrapper,
+        run: ClaimRow,
+        status: str,
+        error: str,
+        output: str | None = None,
+    ) -> Released:
+        """End ``run`` with ``status``, and what it printed, if it still holds
+        its claim, and say when by the database's clock, in the same round
+        trip: the run's duration is counted (metrics, the log) without a read."""
         token = run._meta.get_field("token").get_db_prep_value(run.token, cursor.db)
-        params = {"status": str(status), "error": error, "id": run.pk, "token": token}
+        params = {
+            "status": str(status),
+            "error": error,
+            "output": output,
+            "id": run.pk,
+            "token": token,
+        }
         cursor.execute(self.sql.release, params)
-        return bool(cursor.rowcount == 1)
+        return self._released(cursor)
+
+    def _released(self, cursor: CursorWrapper) -> Released:
+        """What ``release``'s statement did, from the row it returns."""
+        row = cursor.fetchone()
+        return Released(False) if row is None else Released(True, as_utc(row[0]))
 
     def _run_params(
         self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
@@ -260,6 +391,7 @@ class ClaimStatements:
             "holds_job": run.holds_job,
             "slot_start": adapt(run.slot_start),
             "slot_end": adapt(run.slot_end),
+            "series": run.series,
             "lease": self._lease(lease),
         }
 
@@ -281,9 +413,8 @@ class PostgreSQLStatements(ClaimStatements):
     def _run_params(
         self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
     ) -> dict[str, Any]:
-        # The job whose pause holds for this claim too, for INSERT_UNLESS_TAKEN.
-        parent_job = schedule_names.parent(run.job) or run.job
-        return {**super()._run_params(cursor, run, lease), "parent_job": parent_job}
+        # The jobs whose pause holds for this claim too, for INSERT_UNLESS_TAKEN.
+        return {**super()._run_params(cursor, run, lease), **naming.pausing_jobs(run.job)}
 
     def _written(self, connection: BaseDatabaseWrapper) -> Written:
         sql = postgresql
@@ -297,10 +428,29 @@ class PostgreSQLStatements(ClaimStatements):
             skip_unflushed=sql.SKIP_UNFLUSHED,
             release=sql.RELEASE,
             pause=sql.PAUSE,
+            pause_or_slot_run=sql.PAUSE_OR_SLOT_RUN,
+            pause_or_slot_succeeded=sql.PAUSE_OR_SLOT_SUCCEEDED,
             insert_unless_taken=sql.INSERT_UNLESS_TAKEN,
-            insert_checks_pauses=True,
+            insert_checks_refusals=True,
             skip_if_blocked=sql.SKIP_IF_BLOCKED,
             skip_if_window_blocked=sql.SKIP_IF_WINDOW_BLOCKED,
+            claim_then_pause=sql.CLAIM_THEN_PAUSE,
+            claim_then_pause_or_slot_succeeded=sql.CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED,
+        )
+
+    def claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
+        """Only through psycopg 3's client-side binding (Django's default),
+        which sends a statement with its parameters in the simple query
+        protocol, where one message may hold several, and which keeps each
+        one's result: psycopg2 keeps the last alone, and server-side binding
+        prepares one statement at a time."""
+        options = connection.settings_dict["OPTIONS"]
+        # Django's PostgreSQL backend names its driver's module "Database".
+        driver = getattr(connection, "Database", None)
+        return (
+            super().claims_then_reads(connection)
+            and getattr(driver, "__name__", None) == "psycopg"
+            and options.get("server_side_binding") is not True
         )
 
     def _lease(self, lease: datetime.timedelta) -> object:
@@ -334,6 +484,8 @@ class MySQLStatements(ClaimStatements):
             skip_unflushed=sql.SKIP,
             release=sql.RELEASE,
             pause=causal + sql.PAUSE.strip(),
+            pause_or_slot_run=causal + sql.PAUSE_OR_SLOT_RUN.strip(),
+            pause_or_slot_succeeded=causal + sql.PAUSE_OR_SLOT_SUCCEEDED.strip(),
             insert_unless_taken=(
                 sql.INSERT_UNLESS_TAKEN_ON_GALERA if galera else sql.INSERT_UNLESS_TAKEN
             ),
@@ -344,12 +496,17 @@ class MySQLStatements(ClaimStatements):
     def _lease(self, lease: datetime.timedelta) -> object:
         return mysql.lease(lease)
 
+    def _released(self, cursor: CursorWrapper) -> Released:
+        if cursor.rowcount != 1:
+            return Released(False)
+        return Released(True, mysql.finished_at(cursor.lastrowid))
+
     def _refused_at_once(self, cause: BaseException | None) -> bool:
         return mysql.refused_at_once(cause, self._galera)
 
 
 class SQLiteStatements(ClaimStatements):
-    """SQLite: every claim reads first (see ``jobclaims.claims.sqlite``)."""
+    """SQLite: every claim reads first (see ``jobclaims.claims.backends.sqlite``)."""
 
     def _written(self, connection: BaseDatabaseWrapper) -> Written:
         sql = sqlite
@@ -361,12 +518,22 @@ class SQLiteStatements(ClaimStatements):
             window_and_holder_rows=sql.WINDOW_AND_HOLDER_ROWS,
             skip=sql.SKIP,
             skip_unflushed=sql.SKIP,
+            # Not RETURNING: SQLite ends an UPDATE … RETURNING, and so commits
+            # it, only once its row is fetched, and a process paused between
+            # the two would hold the whole file's write lock with its outcome
+            # not yet recorded. The plain UPDATE commits within its statement;
+            # the finish time is read back only for a receiver that wants it.
             release=sql.RELEASE,
             pause=sql.PAUSE,
+            pause_or_slot_run=sql.PAUSE_OR_SLOT_RUN,
+            pause_or_slot_succeeded=sql.PAUSE_OR_SLOT_SUCCEEDED,
         )
 
     def _lease(self, lease: datetime.timedelta) -> object:
         return sqlite.lease(lease)
+
+    def _released(self, cursor: CursorWrapper) -> Released:
+        return Released(cursor.rowcount == 1)
 
 
 _BY_VENDOR: dict[str, type[ClaimStatements]] = {

@@ -2,8 +2,9 @@
 
 Checked before any statement: MariaDB's ``INSERT IGNORE`` would cut an
 overlong value short instead of refusing it, a name a column would store
-as another (``jobclaims.charsets``) would share another job's claims, and
-a lease past ``leases.MAX_LEASE`` can end where no database keeps a date.
+as another (``jobclaims.claims.charsets``) would share another job's claims, and
+a lease past ``leases.MAX_LEASE`` can end where no database keeps a date,
+and ``naming.ALL_JOBS`` names a pause of all jobs, never a job.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any
 
 from django.db import connections, models
 
-from jobclaims import charsets, leases
+from jobclaims.claims import charsets, naming
 from jobclaims.conf import jobclaims_settings
+from jobclaims.time import leases
 
 
 def validate(
@@ -33,6 +35,16 @@ def validate(
         names["owner"] = owner
     for name, value in names.items():
         _refuse_what_the_column_refuses(runs._meta.get_field(name), name, value)
+    if job == naming.ALL_JOBS:
+        raise ValueError(
+            f"job {job!r} is no job's name: it names all jobs in a pause of them all; "
+            "give the job a name of its own"
+        )
+    if job.startswith(naming.TAG_MARK):
+        raise ValueError(
+            f"job {job!r} starts with {naming.TAG_MARK!r}, which names the pause of a tag; "
+            "give the job a name that does not"
+        )
     connection = connections[jobclaims_settings.claims_database(runs)]
     tables = [runs._meta.db_table, skips._meta.db_table]
     charsets.refuse_lossy(connection, tables, job=job, window=window, schedule=schedule)

@@ -32,51 +32,87 @@ keeps its claims as long as the name stays. What the result backend shows:
   same window when that lease ends;
 - the task called ``self.retry()``: RETRY, and the claim stays this task's:
   the retry comes back to the same window as the same holder, its lease
-  kept long enough, and ``attempt`` does not count Celery's retries.
+  kept long enough, and ``attempt`` does not count Celery's retries. The
+  first copy of the retry's message to start takes the claim up under a
+  new token; any other copy of it (Redis hands an unacknowledged message
+  out again after its visibility timeout) then finds the claim held by
+  that copy and stays quiet, as a redelivery does;
+- an operator cancelled the run (``jobclaims_cancel``): its heartbeat
+  stops the body with ``JobCancelled`` at its next Python instruction (a
+  body blocked in one call hears it when the call returns), the window
+  stays closed until then, and the call ends REVOKED; a redelivery or a
+  retry of its message does not run it again;
+- Celery's hard time limit stopped it: recorded timed out, saying so;
+- the database could not be reached before the claim: FAILURE with
+  ``jobclaims.ClaimFailed``, which the worker logs as one expected line.
 
 Coming back for a holder is not a Celery retry: it leaves
 ``self.request.retries`` as it was, so ``max_retries`` counts only the
 task's own ``self.retry()`` calls.
 
-``@claimed`` under ``@shared_task`` (or ``@app.task``) would make a task
-whose refusals look like successes: a worker or beat with such a task
+A refused call ends a chain: the links after it are the work of a copy
+that did not run, so they do not run either, and each is recorded IGNORED
+with the refusal's meta, so the chain's result says why, not PENDING.
+
+``@claimed`` under ``@shared_task`` (or ``@app.task``), directly or under
+another decorator, would make a task whose refusals look like successes:
+a worker or beat with such a task
 refuses to start, naming it and the fix
-(``jobclaims.claiming.refuse_misordered_tasks()``), and check
+(``jobclaims.jobs.claiming.refuse_misordered_tasks()``), and check
 jobclaims.E007 names it to ``manage.py check``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import difflib
 import hashlib
-from typing import Any
+import signal
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, NoReturn
 
 from celery import Celery, Task, states
 from celery.exceptions import Ignore, Retry
+from django.db import DatabaseError
 from django.utils.dateparse import parse_datetime
 
-from jobclaims import leases
-from jobclaims.claiming import (
-    holding,
+from jobclaims.claims import engine
+from jobclaims.claims.rule import Reason, Refusal
+from jobclaims.conf import jobclaims_settings
+from jobclaims.exceptions import (
+    ClaimFailed,
+    ClaimLost,
+    JobCancelled,
+    JobInterrupted,
+    JobTimedOut,
+    LeaseLapsed,
+)
+from jobclaims.jobs.claiming import (
+    failing_cleanly,
     misordered_tasks,
     slot_key,
     validate_max_run_time,
     validate_wait,
 )
-from jobclaims.claims import engine
-from jobclaims.claims.rule import Reason, Refusal
-from jobclaims.clock import database_now
-from jobclaims.conf import jobclaims_settings
-from jobclaims.exceptions import LeaseLapsed
 from jobclaims.models import JobRun
-from jobclaims.slots import Slots
-from jobclaims.windows import WindowSpec
+from jobclaims.running import queued
+from jobclaims.running.cancels import cancellation
+from jobclaims.running.holding import holding, let_go_if_cancelled
+from jobclaims.running.queued import TOKEN_HEADER, WINDOW_HEADER, QueuedFire
+from jobclaims.time import leases
+from jobclaims.time.clock import database_now
+from jobclaims.time.slots import Slots
+from jobclaims.time.windows import WindowSpec
 
-#: Message headers a retry carries back: the window it is for, the token of
-#: the claim it holds, and until when (database clock) it waits for a holder.
-WINDOW_HEADER = "jobclaims_window"
-TOKEN_HEADER = "jobclaims_token"
+#: Message headers a retry carries back: the window it is for and the token
+#: of the claim it holds (``WINDOW_HEADER``, ``TOKEN_HEADER``, which a
+#: scheduled fire's message carries too, with ``FIRE_HEADER``: see
+#: ``jobclaims.running.queued``), and until when (database clock) it waits
+#: for a holder.
 WAIT_HEADER = "jobclaims_wait_until"
 
 
@@ -102,16 +138,27 @@ class ClaimedTask(Task):
     #: the copy a second beat sends should be. A redelivery of the holder's
     #: own message always waits for that run's lease.
     claim_wait: datetime.timedelta | None = None
+    #: Marks the task as a job that exists, for ``jobclaims.jobs.discovery``
+    #: (its ``CLAIMED_TASK_MARK``), which knows jobs without importing Celery.
+    jobclaims_claimed_task = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Refuse bad claim options as the task is defined, naming the fix."""
         super().__init_subclass__(**kwargs)
-        _refuse_unknown_options(cls)
-        Slots.of_window(cls.claim_window)
-        if cls.claim_lease is not None and (problem := leases.problem(cls.claim_lease)):
-            raise ValueError(f"claim_lease {problem}")
-        validate_max_run_time(cls.claim_max_run_time)
-        validate_wait(cls.claim_wait)
+        _refuse_bad_options(cls)
+
+    @classmethod
+    def on_bound(cls, app: Celery) -> None:
+        """Refuse bad claim options again once the app bound the task.
+
+        The app sets the options ``task_annotations`` give as it binds the
+        task, after the class was made. ``ClaimFailed`` is made one of the
+        task's expected errors (``throws``): the worker logs it as one line.
+        """
+        super().on_bound(app)
+        _refuse_bad_options(cls)
+        if not issubclass(ClaimFailed, tuple(cls.throws)):
+            cls.throws = (*cls.throws, ClaimFailed)
 
     @property
     def claimed_run(self) -> JobRun:
@@ -124,35 +171,140 @@ class ClaimedTask(Task):
         return run
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
         lease = self.claim_lease or jobclaims_settings.default_lease
         headers = self.request.headers or {}
+        if (fire := QueuedFire.from_headers(headers)) is not None:
+            return self._run_fire(fire, started, args, kwargs)
         slots = Slots.of_window(self.claim_window)
-        key = headers.get(WINDOW_HEADER) or self._first_delivery_key() or slot_key(slots)
-        self.request.jobclaims_window = key
-        run: JobRun | Refusal | None = self._resumed(key, headers.get(TOKEN_HEADER), lease)
-        if run is None:
-            run = JobRun.objects.try_claim(
-                self.name,
-                key,
-                lease=lease,
-                allow_overlap=self.claim_allow_overlap,
-                schedule=slots.recorded_schedule,
-                owner=self._holder(),
-            )
-        if isinstance(run, Refusal):
-            return self._refused(run, lease, headers.get(WAIT_HEADER))
+        # Until the body starts, a database error is a claim that failed.
+        with failing_cleanly(self.name, headers.get(WINDOW_HEADER)) as claiming:
+            key = headers.get(WINDOW_HEADER) or self._first_delivery_key() or slot_key(slots)
+            self.request.jobclaims_window = claiming.key = key
+            run: JobRun | Refusal | None = self._resumed(key, headers.get(TOKEN_HEADER), lease)
+            if run is None:
+                run = JobRun.objects.try_claim(
+                    self.name,
+                    key,
+                    lease=lease,
+                    allow_overlap=self.claim_allow_overlap,
+                    schedule=slots.recorded_schedule,
+                    owner=self._holder(),
+                )
+            if isinstance(run, Refusal):
+                return self._refused(run, lease, headers.get(WAIT_HEADER))
         self.request.jobclaims_run = run
+        held = run
+
+        def hold(stop: _BodyStop) -> AbstractContextManager[JobRun]:
+            return holding(held, lease, self.claim_max_run_time, keep_on=(Retry,), on_cancel=stop)
+
         try:
-            with holding(run, lease, self.claim_max_run_time, keep_on=(Retry,)):
-                return super().__call__(*args, **kwargs)
-        except Retry as retry:
-            _keep_for_retry(run, retry, lease)
-            raise
-        except LeaseLapsed:
+            return self._run_body(held, lease, started, hold, args, kwargs)
+        except LeaseLapsed as lapsed:
             # The claim came back too late to start on: as refused by a row
             # it did not see, try again at once (its lease may be free now).
-            refusal = Refusal(self.name, key, Reason.HELD)
+            # Or the job was paused since the claim: as refused by the pause.
+            refusal = lapsed.refusal or Refusal(self.name, key, Reason.HELD)
             return self._refused(refusal, lease, headers.get(WAIT_HEADER))
+
+    def _run_fire(
+        self, fire: QueuedFire, started: float, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Run a scheduled fire under the claim its message carries, adopted
+        (``jobclaims.running.queued``); a copy whose claim no longer holds
+        steps aside, acknowledged with no state of its own."""
+        with failing_cleanly(self.name, fire.window):
+            run = queued.adopt(fire, owner=self._holder())
+        if run is None:
+            raise Ignore(queued.stepped_aside(fire))
+        self.request.jobclaims_window = fire.window
+        self.request.jobclaims_run = run
+
+        def hold(stop: _BodyStop) -> AbstractContextManager[JobRun]:
+            return queued.running(
+                fire, run, self.claim_max_run_time, keep_on=(Retry,), on_cancel=stop
+            )
+
+        try:
+            return self._run_body(run, fire.lease, started, hold, args, kwargs)
+        except LeaseLapsed as lapsed:
+            raise Ignore(str(lapsed)) from lapsed
+
+    def _run_body(
+        self,
+        run: JobRun,
+        lease: datetime.timedelta,
+        started: float,
+        hold: Callable[[_BodyStop], AbstractContextManager[JobRun]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Run the task's body under ``run``'s claim (``hold``), and end the
+        call as the claim ended: a retry kept for the same window, a cancel
+        REVOKED, a worker's stop or time limit recorded as it meant it."""
+        stop = _BodyStop()
+        try:
+            with hold(stop):
+                try:
+                    return super().__call__(*args, **kwargs)
+                except SystemExit as exit_:
+                    if (stopped := self._stopped_by_worker(exit_, started)) is None:
+                        raise
+                    raise stopped from exit_
+                finally:
+                    stop.disarm()
+        except Retry as retry:
+            if not _keep_for_retry(run, retry, lease):
+                let_go_if_cancelled(run)  # Its retry finds it cancelled, and stops.
+            raise
+        except JobCancelled as cancelled:
+            self._cancelled(cancelled)
+        except ClaimLost:
+            if (cancel := _cancellation_if_readable(run)) is not None:
+                self._cancelled(cancel)
+            raise
+        except (JobTimedOut, JobInterrupted) as stopped:
+            # Recorded; the worker's own exit goes on, as the worker meant it.
+            if isinstance(stopped.__cause__, SystemExit):
+                raise stopped.__cause__ from None
+            raise
+
+    def _stopped_by_worker(
+        self, exit_: SystemExit, started: float
+    ) -> JobTimedOut | JobInterrupted | None:
+        """What the worker meant by the ``SystemExit`` its pool process raised, if it did.
+
+        A prefork pool process that receives SIGTERM exits with status
+        ``-(256 - SIGTERM)``: its worker terminates it at Celery's hard time
+        limit, or for ``revoke(terminate=True)``. The first is recorded as a
+        timeout, the other as an interruption, each saying so; anything
+        else is the body's own ``SystemExit``, a failure.
+        """
+        if exit_.code != _TERMINATED:
+            return None
+        limit = self._hard_time_limit()
+        took = time.monotonic() - started
+        if limit is not None and took >= limit - max(1.0, limit / 10):
+            return CeleryTimeLimit(limit)
+        return JobInterrupted(signal.SIGTERM)
+
+    def _hard_time_limit(self) -> float | None:
+        """The call's hard time limit, in seconds: its own, the task's or the app's."""
+        request_limits = getattr(self.request, "timelimit", None) or (None, None)
+        limit = request_limits[0] or self.time_limit or self.app.conf.task_time_limit
+        return float(limit) if limit else None
+
+    def _cancelled(self, cancelled: JobCancelled) -> NoReturn:
+        """End the call of a run an operator cancelled: REVOKED, saying by whom.
+
+        An ``Ignore``, so the worker acknowledges the message: a cancelled
+        run is not retried, however ``acks_late`` and retries are set.
+        """
+        request = self.request
+        if not request.is_eager and request.id and not request.called_directly:
+            self.backend.mark_as_revoked(request.id, str(cancelled), request=request)
+        raise Ignore(f"{self.name} {request.jobclaims_window} was {cancelled}")
 
     def retry(self, *args: Any, **options: Any) -> Any:
         """Retry for the same window, as its holder if this call holds it."""
@@ -178,22 +330,46 @@ class ClaimedTask(Task):
         one it arrives in and leave the dead run's window unfinished. The
         claim's owner ends with the task's id, which a redelivery keeps.
         Asked only of a redelivery: a first delivery costs no statement more.
+        A first delivery an operator cancelled is not run again.
         """
         if not (self.request.delivery_info or {}).get("redelivered"):
             return None
-        first_delivery = JobRun.objects.running().filter(
-            job=self.name, owner__endswith=_task_mark(self.request.id)
+        first_delivery = (
+            JobRun.objects.filter(status__in=[JobRun.Status.RUNNING, JobRun.Status.CANCELLED])
+            .filter(job=self.name, owner__endswith=_task_mark(self.request.id))
+            .first()
         )
-        return first_delivery.values_list("window", flat=True).first()
+        if first_delivery is None:
+            return None
+        self._unless_cancelled(first_delivery)
+        return first_delivery.window
 
     def _resumed(self, key: str, token: str | None, lease: datetime.timedelta) -> JobRun | None:
-        """The claim a retried call still holds, its lease renewed; or ``None``."""
+        """The claim a retried call still holds, taken up under a new token; or ``None``.
+
+        Every copy of the retry's message carries the same token, and the
+        first to take the claim up changes it (``JobRun.resume()``): any
+        other copy then finds the claim another's, as a redelivery does,
+        and waits quietly for that copy's lease. A retry of a run an
+        operator cancelled is not run.
+        """
         if token is None:
             return None
-        run = JobRun.objects.running().filter(job=self.name, window=key, token=token).first()
-        if run is None or not run.renew(lease):
+        run = JobRun.objects.filter(job=self.name, window=key, token=token).first()
+        if run is None:
+            return None  # Another copy took it up, or it was taken over.
+        self._unless_cancelled(run)
+        if run.status != JobRun.Status.RUNNING or not run.resume(lease, owner=self._owner()):
             return None  # Lost meanwhile: claim the window like any other call.
         return run
+
+    def _unless_cancelled(self, run: JobRun) -> None:
+        """End the call if an operator cancelled ``run``, the claim it comes back to."""
+        if run.status == JobRun.Status.CANCELLED:
+            self._cancelled(JobCancelled(run.cancelled_by, run.cancelled_at))
+
+    def _owner(self) -> str:
+        return self._holder() or engine.process_owner()
 
     def _refused(self, refusal: Refusal, lease: datetime.timedelta, wait_until: str | None) -> None:
         """Come back when the lease in the way ends, or tell the caller why not.
@@ -248,13 +424,18 @@ class ClaimedTask(Task):
         """Store the refusal as IGNORED, and count it as a chord's part.
 
         A chord waits for every member of its header; a refused member adds
-        its meta where its result would go, so the callback runs.
+        its meta where its result would go, so the callback runs. A chain
+        stops at a refused link: the links after it are stored IGNORED too.
         """
         request = self.request
         if not (self.ignore_result or request.ignore_result):
             self.update_state(state=states.IGNORED, meta=meta)
         if request.chord:
             self.backend.on_chord_part_return(request, states.IGNORED, meta)
+        # The links after it never run: the chain's result is its last link's.
+        for link in request.chain or ():
+            if link_id := (link.get("options") or {}).get("task_id"):
+                self.backend.store_result(link_id, meta, states.IGNORED)
 
 
 class ClaimRefused(Ignore):
@@ -284,8 +465,9 @@ def _meta(refusal: Refusal) -> dict[str, str | None]:
     }
 
 
-def _keep_for_retry(run: JobRun, retry: Retry, lease: datetime.timedelta) -> None:
-    """Extend the lease past the retry's start, so no other call takes the window.
+def _keep_for_retry(run: JobRun, retry: Retry, lease: datetime.timedelta) -> bool:
+    """Extend the lease past the retry's start, so no other call takes the window;
+    ``False`` if the run no longer holds it (an operator cancelled it).
 
     Should the worker die before the retry runs, the lease still ends, a
     lease after the retry was due, and the next call takes the window over.
@@ -296,7 +478,7 @@ def _keep_for_retry(run: JobRun, retry: Retry, lease: datetime.timedelta) -> Non
         delay = max(when - now, datetime.timedelta())
     else:
         delay = datetime.timedelta(seconds=float(when or 0))
-    run.renew(min(lease + delay, leases.MAX_LEASE))
+    return run.renew(min(lease + delay, leases.MAX_LEASE))
 
 
 #: A task id this long or longer is recorded by its hash: the owner column
@@ -309,6 +491,98 @@ def _task_mark(task_id: str) -> str:
     if len(task_id) >= _LONGEST_TASK_ID:
         task_id = "sha256:" + hashlib.sha256(task_id.encode()).hexdigest()[:40]
     return f" task {task_id}"
+
+
+#: The exit status a prefork pool process raises on SIGTERM (billiard).
+_TERMINATED = -(256 - signal.SIGTERM)
+
+
+class CeleryTimeLimit(JobTimedOut):
+    """Celery's hard time limit ended the call: its worker terminated the process.
+
+    A ``JobTimedOut``, so the run is recorded timed out, with this message
+    rather than the ``SystemExit`` the pool process raised.
+    """
+
+    def __init__(self, limit: float):
+        super().__init__(datetime.timedelta(seconds=limit))
+        self.args = (
+            f"Celery's hard time limit of {limit:g} s passed: the worker terminated "
+            "the task's process (SIGTERM) before its body returned",
+        )
+
+
+def _cancellation_if_readable(run: JobRun) -> JobCancelled | None:
+    """Who cancelled a run whose claim was lost, if the database can say."""
+    try:
+        return cancellation(run)
+    except DatabaseError:
+        return None
+
+
+class _BodyStop:
+    """Stops a task's body when its heartbeat learns the run was cancelled.
+
+    A pool process's SIGTERM belongs to its worker (a time limit, a
+    terminating revoke), so the body is not stopped by a signal, as a
+    ``JobCommand`` is: ``JobCancelled`` is raised in the body's thread, at
+    its next Python instruction. Disarmed as the body ends, so it is raised
+    in the body or not at all.
+    """
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self._lock = threading.Lock()
+        self._armed = True
+        self._sent = False
+
+    def __call__(self, cancelled: JobCancelled) -> None:
+        """Raise ``cancelled`` in the body; called from the heartbeat's thread."""
+
+        class Cancelled(JobCancelled):
+            # Raised by the interpreter, which calls the class without arguments.
+            def __init__(self) -> None:
+                super().__init__(cancelled.by, cancelled.at)
+
+        Cancelled.__name__ = Cancelled.__qualname__ = "JobCancelled"
+        with self._lock:
+            if not self._armed:
+                return
+            self._armed, self._sent = False, True
+            _set_async_exc(self.thread, Cancelled)
+
+    def disarm(self) -> None:
+        """The body ended: a cancel not raised yet is dropped (its outcome is refused anyway)."""
+        with self._lock:
+            self._armed = False
+            if self._sent:
+                _set_async_exc(self.thread, None)
+
+
+def _set_async_exc(thread: int, error: type[BaseException] | None) -> None:
+    """Have ``thread`` raise ``error`` at its next instruction (``None``: not any more)."""
+    exc = ctypes.py_object(error) if error is not None else ctypes.py_object()
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), exc)
+
+
+def _refuse_bad_options(task_class: type[ClaimedTask]) -> None:
+    """Refuse claim options a claimed task could not run with, naming the
+    task (once it has a name) and the fix."""
+    try:
+        _refuse_unknown_options(task_class)
+        Slots.of_window(task_class.claim_window)
+        lease = task_class.claim_lease
+        if lease is not None and (problem := leases.problem(lease)):
+            raise ValueError(f"claim_lease {problem}")
+        validate_max_run_time(task_class.claim_max_run_time)
+        validate_wait(task_class.claim_wait)
+        overlap = task_class.claim_allow_overlap
+        if not isinstance(overlap, bool):
+            raise ValueError(f"claim_allow_overlap must be True or False, not {overlap!r}")
+    except ValueError as error:
+        if name := vars(task_class).get("name"):
+            raise ValueError(f"task {name}: {error}") from None
+        raise
 
 
 def _refuse_unknown_options(task_class: type) -> None:

@@ -8,7 +8,7 @@ and list it among the checks of the project's health view::
         "jobclaims.contrib.health_check.ScheduledJobs",
     ])),
 
-What healthy means is ``jobclaims.health``'s: a job's due window
+What healthy means is ``jobclaims.monitoring.health``'s: a job's due window
 succeeded, its last run did not fail, no holder of it died.
 """
 
@@ -21,8 +21,9 @@ from health_check.base import HealthCheck
 from health_check.exceptions import ServiceUnavailable
 
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import job_health
 from jobclaims.models import JobRun
+from jobclaims.monitoring import bounded
+from jobclaims.monitoring.health import job_health
 
 
 @dataclasses.dataclass
@@ -33,15 +34,17 @@ class ScheduledJobs(HealthCheck):
         # django-health-check runs a synchronous check in a thread of its
         # own: a connection it opens there is closed before the thread is
         # reused, as Django closes a request's.
-        connection = connections[jobclaims_settings.claims_database(JobRun)]
-        opened_here = connection.connection is None
+        alias = jobclaims_settings.claims_database(JobRun)
+        opened_here = connections[alias].connection is None
         try:
-            unhealthy = [health for health in job_health() if not health.healthy]
+            unhealthy = [health for health in bounded.within(job_health) if not health.healthy]
         except DatabaseError as error:
+            # Within HEALTH_TIMEOUT, however the database hangs (bounded.within).
             raise ServiceUnavailable("the claims database did not answer") from error
         finally:
             if opened_here:
-                connection.close()
+                # Asked anew: a read cut off while connecting keeps its own.
+                connections[alias].close()
         if unhealthy:
             # Job names and what is wrong, not the error texts: the page may be public.
             raise ServiceUnavailable(

@@ -6,8 +6,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims.clock import DatabaseNow
+from jobclaims.claims import naming
 from jobclaims.models.managers import ClaimsDatabaseManager
+from jobclaims.time.clock import DatabaseNow
 
 
 class JobPauseQuerySet(models.QuerySet["JobPause"]):
@@ -32,6 +33,7 @@ class JobPause(models.Model):
 
     Every claim of the job asks for it before it takes a claim row
     (``jobclaims.claims.engine``), so a pause holds however the job starts.
+    A pause of ``naming.ALL_JOBS`` holds for every job.
     A resumed pause keeps its row, with who resumed it and when: the rows
     are the job's pause history.
     """
@@ -65,7 +67,8 @@ class JobPause(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.job} paused by {self.paused_by}"
+        whose = "all jobs" if self.job == naming.ALL_JOBS else self.job
+        return f"{whose} paused by {self.paused_by}"
 
 
 class RetiredJob(models.Model):
@@ -73,7 +76,7 @@ class RetiredJob(models.Model):
     health stops watching it, while its claims stay for history.
 
     A claim of the job made after ``retired_at`` brings it back under watch
-    (``jobclaims.health_reads``): a job that runs again is not retired.
+    (``jobclaims.monitoring.health_reads``): a job that runs again is not retired.
     """
 
     job = models.CharField(_("job"), max_length=200)
@@ -92,3 +95,31 @@ class RetiredJob(models.Model):
 
     def __str__(self) -> str:
         return self.job
+
+
+class JobTag(models.Model):
+    """A tag a job's code gives it (``JobCommand.tags``), by which one pause
+    holds for every job that has it.
+
+    Each deploy records its code's tags at ``migrate`` (and a pause of a tag
+    records them again), so that a claim asks for the pauses of its job's
+    tags in the same read as its own: a pause of ``#billing`` holds for
+    every job tagged ``billing``, however it starts. ``tag`` is stored as its
+    pause is named, with ``naming.TAG_MARK`` before it.
+    """
+
+    job = models.CharField(_("job"), max_length=200)
+    tag = models.CharField(_("tag"), max_length=101)
+
+    objects = ClaimsDatabaseManager["JobTag"]()
+
+    class Meta:
+        verbose_name = _("job tag")
+        verbose_name_plural = _("job tags")
+        constraints = [
+            # Every claim looks up its job's tags by the job.
+            models.UniqueConstraint(fields=["job", "tag"], name="jobclaims_job_tag_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.tag}"

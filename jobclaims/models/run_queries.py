@@ -11,14 +11,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from django.db import models
-from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
+from django.db.models import Case, Count, F, Max, OuterRef, Q, Subquery, Sum, When
 from django.db.models.functions import Coalesce
 
 from jobclaims.claims import rule
 from jobclaims.claims.rule import State, Status
-from jobclaims.clock import DatabaseNow
 from jobclaims.exceptions import UnknownClaim
 from jobclaims.models.skips import JobSkip
+from jobclaims.time.clock import DatabaseNow
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -176,16 +176,20 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
 
         One compare-and-set UPDATE. From its commit each run's fenced
         writes, renewals and outcome are refused (they need the row running
-        under its token), the window no longer holds the job, and the run's
-        process is told: by its scheduler, or by its heartbeat
-        (``jobclaims.cancels``).
+        under its token), and the run's process is told: by its scheduler,
+        or by its heartbeat (``jobclaims.running.cancels``). A running run
+        keeps its lease, and its hold on the job, until its process says it
+        stopped or the lease runs out (it is no longer renewed): until then
+        the window is not open to a rerun, which would overlap it. A fire
+        waiting for its retry has no process: it lets go at once.
         """
         now = DatabaseNow()
+        waiting = Q(status=Status.RETRYING)
         return self.filter(status__in=[Status.RUNNING, Status.RETRYING]).update(
             status=Status.CANCELLED,
-            holds_job=None,
+            holds_job=Case(When(waiting, then=None), default=F("holds_job")),
             retry_at=None,
-            expires_at=now,
+            expires_at=Case(When(waiting, then=now), default=F("expires_at")),
             finished_at=now,
             cancelled_at=now,
             cancelled_by=by,
@@ -193,12 +197,14 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         )
 
     def claims_of(self, job: str, window: str | None = None) -> JobRunQuerySet:
-        """``job``'s claims (of one ``window``), for an operator's command.
+        """``job``'s claims (of one ``window``), for an operator's command;
+        a job's name takes in its several schedules' claims, as a pause of
+        it holds for them (``jobclaims.claims.naming``).
 
         Raises ``UnknownClaim``, naming what does exist, when the job or the
         window has never been claimed: likely a typo.
         """
-        runs = self.filter(job=job)
+        runs = self.filter(Q(job=job) | Q(job__startswith=f"{job}[", job__endswith="]"))
         if not runs.exists():
             raise UnknownClaim(f"no claim of job {job!r} exists; {self._known_jobs()}")
         if window is not None:

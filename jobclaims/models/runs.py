@@ -15,14 +15,14 @@ from typing import cast
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims import leases, slots
 from jobclaims.claims import rule, validation
 from jobclaims.claims.engine import Claim, Takeover, process_owner
 from jobclaims.claims.rule import Refusal
-from jobclaims.clock import DatabaseNow
 from jobclaims.models.managers import ClaimsDatabaseManager
 from jobclaims.models.run_queries import JobRunQuerySet
 from jobclaims.models.skips import JobSkip
+from jobclaims.time import leases, slots
+from jobclaims.time.clock import DatabaseNow
 
 # Bound to a name first: django-stubs builds the manager's typed methods only
 # from a from_queryset() call assigned at module level.
@@ -41,6 +41,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         force: bool = False,
         allow_overlap: bool = False,
         schedule: str = "",
+        series: str | None = None,
     ) -> JobRun | None:
         """Claim ``window`` of ``job`` for this process, or return ``None``.
 
@@ -48,16 +49,25 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         already succeeded (pass ``force=True`` to run it again), unless
         ``allow_overlap`` a run of another window of the job still holds it,
         or a run of another window covering the same time succeeded or is
-        held (``jobclaims.slots``); ``try_claim()`` says which. ``schedule``
+        held (``jobclaims.time.slots``); ``try_claim()`` says which. ``schedule``
         names how the job's windows are cut ("hourly", or a cron expression:
-        ``Slots.recorded_schedule`` in ``jobclaims.slots``), so that windows
+        ``Slots.recorded_schedule`` in ``jobclaims.time.slots``), so that windows
         no instance claimed can be listed later, and each window's slot known.
+        ``series`` names the schedule whose fire ``window`` is, the same under
+        any name (``JobSchedule.series``): a fire claimed under one name of
+        it is refused under another.
 
         Claim outside any transaction, and run the job after this returns: a
         claim that has not committed is invisible to the other instances.
         """
         outcome = self.try_claim(
-            job, window, lease=lease, force=force, allow_overlap=allow_overlap, schedule=schedule
+            job,
+            window,
+            lease=lease,
+            force=force,
+            allow_overlap=allow_overlap,
+            schedule=schedule,
+            series=series,
         )
         return None if isinstance(outcome, Refusal) else outcome
 
@@ -70,6 +80,7 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         force: bool = False,
         allow_overlap: bool = False,
         schedule: str = "",
+        series: str | None = None,
         details: bool = True,
         owner: str | None = None,
         take_failed: bool = True,
@@ -102,9 +113,10 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
             holds_job=None if allow_overlap else True,
             slot_start=slot_start,
             slot_end=slot_end,
+            series=series,
         )
         # A database jobclaims has no SQL for is refused before any statement.
-        # A paused job starts no run, however it was started (jobclaims.pauses).
+        # A paused job starts no run, however it was started (jobclaims.controls.pauses).
         outcome = Claim(
             new, self.claims_db(), lease=lease, rule=Takeover(force, take_failed), details=details
         ).take()
@@ -162,11 +174,23 @@ class JobRun(models.Model):
         editable=False,
         help_text=_("Set while this run keeps other windows of its job waiting."),
     )
-    # The interval the window covers (jobclaims.slots): a claim is refused
+    # The interval the window covers (jobclaims.time.slots): a claim is refused
     # while another window of the job whose slot overlaps it succeeded or is
     # held. NULL for a claim with no schedule name, which is not compared.
     slot_start = models.DateTimeField(_("slot start"), null=True, blank=True, editable=False)
     slot_end = models.DateTimeField(_("slot end"), null=True, blank=True, editable=False)
+    # What a schedule's fires are whatever it is named (jobclaims.claims.naming):
+    # unique with the window, so that a fire claimed under one name of its
+    # schedule is refused under another. NULL, not "", for a claim of no
+    # schedule: NULLs never collide in a unique index.
+    series = models.CharField(  # noqa: DJ001
+        _("series"),
+        max_length=16,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=_("A digest of the schedule whose fire this is, the same under any name."),
+    )
     # db_default makes Django read these back with RETURNING after an INSERT
     # that sets them from the database clock.
     claimed_at = models.DateTimeField(_("claimed at"), db_default=DatabaseNow())
@@ -184,6 +208,39 @@ class JobRun(models.Model):
         help_text=_("The OS user of the command, or the admin user, that cancelled the run."),
     )
     cancelled_at = models.DateTimeField(_("cancelled at"), null=True, blank=True)
+    # Written by the scheduler that starts a fire its overlap policy held
+    # back (jobclaims.jobs.schedules.Overlap), so that the run tells why it
+    # started late; db_default, as cancelled_by.
+    overlap = models.CharField(
+        _("overlap"),
+        max_length=16,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_(
+            "buffer or replace: the fire waited for the job's run before it to end, as the "
+            "job's overlap policy says; empty: it found none going."
+        ),
+    )
+    # A task fire's claim is taken by the scheduler that enqueued it and
+    # adopted by the worker that runs it (jobclaims.running.queued): until
+    # then it is enqueued, NULL here.
+    started_at = models.DateTimeField(
+        _("started at"),
+        null=True,
+        blank=True,
+        help_text=_("When a worker started a task fire's run; empty while it waits in its queue."),
+    )
+    # What a JobCommand's run printed, its last OUTPUT_KEPT bytes, written by
+    # its release (jobclaims.running.output). NULL: nothing was captured (a
+    # run through claim() or a task, or one whose process was killed), which
+    # "" (it printed nothing) is not.
+    output = models.TextField(  # noqa: DJ001 (NULL means "not captured")
+        _("output"),
+        null=True,
+        blank=True,
+        help_text=_("The end of what the run printed, stdout and stderr; empty if not captured."),
+    )
 
     objects = JobRunManager()
 
@@ -202,6 +259,9 @@ class JobRun(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["job", "holds_job"], name="jobclaims_jobrun_one_holder_uniq"
+            ),
+            models.UniqueConstraint(
+                fields=["series", "window"], name="jobclaims_jobrun_series_window_uniq"
             ),
         ]
         indexes = [
@@ -226,8 +286,11 @@ class JobRun(models.Model):
         (``jobclaims.claims.validation``); every claim checks this first."""
         validation.validate(cls, JobSkip, job, window, lease, schedule, owner)
 
-    def release(self, status: str = Status.SUCCEEDED, error: str = "") -> bool:
-        """Record how the run ended and let the job's next run in.
+    def release(
+        self, status: str = Status.SUCCEEDED, error: str = "", output: str | None = None
+    ) -> bool:
+        """Record how the run ended, and what it printed (``output``, if it
+        was captured), and let the job's next run in.
 
         Returns ``False``, and writes nothing, when this claim is no longer
         ours: another instance took it over after our lease ran out. A
@@ -236,13 +299,40 @@ class JobRun(models.Model):
         """
         if status not in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.TIMED_OUT):
             raise ValueError(f"release() takes succeeded, failed or timed-out, not {status!r}")
-        return Claim(self).release(status, error)
+        return Claim(self).release(status, error, output)
 
-    def renew(self, lease: datetime.timedelta, *, until: datetime.datetime | None = None) -> bool:
+    def renew(
+        self,
+        lease: datetime.timedelta,
+        *,
+        until: datetime.datetime | None = None,
+        unless_renewed: bool = False,
+    ) -> bool:
         """Extend the lease to ``lease`` from now, by the database clock, but
         not past ``until``; ``False`` once the lease has ended or the claim is
-        no longer held (``Claim.renew()``)."""
-        return Claim(self).renew(lease, until)
+        no longer held (``Claim.renew()``). With ``unless_renewed``, also
+        ``False``, extending nothing, once another process holding the claim
+        (the job's process that adopted a scheduler's claim) renewed it since
+        this one last did."""
+        return Claim(self).renew(lease, until, unless_renewed)
+
+    def resume(self, lease: datetime.timedelta, *, owner: str) -> bool:
+        """Take the run up again under a new token, as ``owner``, its lease
+        renewed; ``False`` once another copy of its retry, or another
+        instance, did first, or the lease ended (``Claim.resume()``)."""
+        return Claim(self).resume(owner, lease)
+
+    def paused(self) -> Refusal | None:
+        """The refusal of this held run by a pause of its job in force now,
+        or None: one read, which a run makes right before it starts."""
+        return Claim(self).paused()
+
+    def give_back(self, refusal: Refusal) -> bool:
+        """End this held run, which the pause ``refusal`` names refused
+        before it started: recorded cancelled by whoever paused the job,
+        its lease ended (``Claim.give_back()``). ``False`` if the run no
+        longer holds its claim."""
+        return Claim(self).give_back(refusal)
 
     def held_for(self) -> float:
         """Seconds of its lease this process knows are left, by ``held_until``."""
@@ -268,7 +358,7 @@ class ScheduledJob(JobRun):
 
     A proxy of ``JobRun`` so that the page sits beside the claims in the
     admin's list of models; the page lists the jobs of the code, not rows
-    (``jobclaims.schedules_admin``).
+    (``jobclaims.admin.schedules``).
     """
 
     class Meta:

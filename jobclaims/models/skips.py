@@ -6,8 +6,8 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from jobclaims.claims import rule
-from jobclaims.clock import DatabaseNow
 from jobclaims.models.managers import ClaimsDatabaseManager
+from jobclaims.time.clock import DatabaseNow
 
 
 class JobSkip(models.Model):

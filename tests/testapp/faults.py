@@ -7,6 +7,11 @@
   its outcome, having printed a line that says so, until the test sends
   SIGCONT. Whatever the test does meanwhile (a stop signal, a takeover)
   lands at that very moment.
+- ``TESTAPP_KILL_BEFORE_ENQUEUE``: a file's path; the first process of
+  those given it to enqueue a task fire it claimed creates the file and kills
+  itself (SIGKILL) there: before the INSERT of django-tasks-db's message,
+  inside the claim's transaction, or before Celery publishes the message,
+  after the claim committed.
 - ``TESTAPP_LOG``: a level, such as ``INFO``, at which the ``jobclaims``
   logger writes to stderr.
 """
@@ -28,6 +33,12 @@ def install() -> None:
         getattr(signals, name).connect(_failing_receiver, weak=False)
     if os.environ.get("TESTAPP_STOP_AROUND_RELEASE"):
         connection_created.connect(_wrap_statements, weak=False)
+    if os.environ.get("TESTAPP_KILL_BEFORE_ENQUEUE"):
+        connection_created.connect(_kill_before_enqueue_statement, weak=False)
+        if "celery" in sys.modules or os.environ.get("TESTS_CELERY_REDIS"):
+            from celery.signals import before_task_publish
+
+            before_task_publish.connect(_kill_before_enqueue, weak=False)
     if level := os.environ.get("TESTAPP_LOG"):
         logger = logging.getLogger("jobclaims")
         logger.setLevel(level)
@@ -58,3 +69,22 @@ def _stop_around_release(execute, sql, params, many, context):
 def _stop(what: str) -> None:
     print(f"testapp: {what}", flush=True)
     os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _kill_before_enqueue_statement(sender, connection, **kwargs):
+    connection.execute_wrappers.append(_kill_before_task_insert)
+
+
+def _kill_before_task_insert(execute, sql, params, many, context):
+    if sql.startswith("INSERT") and "dbtaskresult" in sql:
+        _kill_before_enqueue()
+    return execute(sql, params, many, context)
+
+
+def _kill_before_enqueue(*args, **kwargs):
+    try:
+        os.close(os.open(os.environ["TESTAPP_KILL_BEFORE_ENQUEUE"], os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return  # Another process died there already.
+    print("testapp: killed before enqueueing", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,5 +1,5 @@
 """Settings that refuse every write, in the processes the tests start with
-``TESTAPP_FROZEN_SETTINGS`` set (tests/test_children.py).
+``TESTAPP_FROZEN_SETTINGS`` set (tests/running/test_children.py).
 
 Once Django has filled its defaults into ``DATABASES`` (it writes them into
 the settings' dicts as its connection handler first reads them), every

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from jobclaims.contrib.prometheus.metrics import HealthCollector
+from jobclaims.contrib.prometheus.metrics import health_exposition, read_in_time
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
@@ -26,7 +26,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         MultiProcessCollector(processes)
     else:
         processes = REGISTRY
-    health = CollectorRegistry()
-    health.register(HealthCollector())
-    body = generate_latest(processes) + generate_latest(health)
+    body = generate_latest(processes) + health_exposition(read_in_time())
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

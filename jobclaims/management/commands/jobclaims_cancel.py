@@ -2,16 +2,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from jobclaims import cancels, pauses
+from jobclaims.controls import pauses
 from jobclaims.exceptions import UnknownClaim
+from jobclaims.management.base import OperatorCommand
+from jobclaims.running import cancels
+
+#: What a cancel does, whoever runs the job (``jobclaims.running.cancels``).
+TOLD = (
+    "its writes in run.fenced() are refused from now on, and each one's process is told "
+    "within about a second (a job or a task stops there; a claim() block runs on)."
+)
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
-        "Cancel a job's running run from any host: its writes are refused from now on, "
-        "its process is stopped, and it ends cancelled."
+        "Cancel a job's running run from any host: its fenced writes are refused from now "
+        "on, its process is stopped within about a second, and it ends cancelled."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -32,6 +40,4 @@ class Command(BaseCommand):
             self.stdout.write(f"{job} has no running run; nothing was cancelled.")
             return
         runs = "run" if cancelled == 1 else "runs"
-        self.stdout.write(
-            f"Cancelled {cancelled} {runs} of {job}: each one's process is told and stops."
-        )
+        self.stdout.write(f"Cancelled {cancelled} {runs} of {job}: {TOLD}")

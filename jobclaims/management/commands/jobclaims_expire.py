@@ -2,13 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from jobclaims.exceptions import UnknownClaim
+from jobclaims.management.base import OperatorCommand
 from jobclaims.models import JobRun
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "End the lease of a job's held claim now, so that its next run takes over."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -3,12 +3,14 @@ from __future__ import annotations
 import getpass
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from jobclaims.retiring import UnknownJob, retire
+from jobclaims.controls.retiring import retire
+from jobclaims.exceptions import UnknownJob
+from jobclaims.management.base import OperatorCommand
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Retire a job removed or renamed in the code, so that health stops "
         "watching it; its claims stay for history, and a new claim brings it back."

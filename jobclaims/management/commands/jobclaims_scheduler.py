@@ -5,18 +5,20 @@ import datetime
 import math
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError
 
-from jobclaims.clock import database_now
-from jobclaims.commands import check_a_job_run
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import checked_overview
-from jobclaims.job_discovery import usable_jobs
+from jobclaims.jobs.commands import check_a_job_run
+from jobclaims.jobs.discovery import job_commands, usable_jobs
+from jobclaims.jobs.schedules import JobSchedule
+from jobclaims.management.base import OperatorCommand
 from jobclaims.models import JobRun
-from jobclaims.overview_output import describe
-from jobclaims.scheduler import Scheduler
-from jobclaims.schedules import JobSchedule
+from jobclaims.monitoring.health import checked_overview
+from jobclaims.monitoring.overview import describe
+from jobclaims.scheduling.live_schedules import LiveSchedules
+from jobclaims.scheduling.scheduler import Scheduler
+from jobclaims.time.clock import database_now
 
 
 def _at_least_one(text: str) -> int:
@@ -39,7 +41,7 @@ def _grace_seconds(text: str) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Start every scheduled job at its fire times; run it on every host that may run "
         "jobs, and each fire runs on one of them. --once starts what is due and exits, "
@@ -99,17 +101,32 @@ class Command(BaseCommand):
             if chosen and name in chosen:
                 raise CommandError(problem)
             self.stderr.write(f"{problem}; this job is left out until it is fixed")
+        live = LiveSchedules(jobs, chosen, self._warn)
+        try:
+            jobs = live.read()
+        except DatabaseError as error:
+            if options["list"]:
+                raise
+            if options["once"]:
+                raise _not_answered(error) from error
+            # The loop reads them once the database answers, as it waits for it.
+            self._warn(f"The database did not answer ({_first_line(error)}); trying again")
+            jobs = live.chosen_code_jobs()
         if chosen:
-            jobs = _chosen(jobs, chosen)
+            _require_chosen(live.every or live.code_jobs, chosen)
         if options["list"]:
             now = database_now(jobclaims_settings.claims_database(JobRun))
             for job in jobs:
                 self.stdout.write(describe(checked_overview(job, now)))
             if not jobs:
-                self.stdout.write("No job has a schedule: set schedule on a JobCommand.")
+                self.stdout.write(
+                    "No job has a schedule: set schedule on a JobCommand, or add a stored schedule."
+                )
             return
-        if not jobs:
-            raise CommandError("No job has a schedule: set schedule on a JobCommand.")
+        if not jobs and options["once"]:
+            raise CommandError(
+                "No job has a schedule: set schedule on a JobCommand, or add a stored schedule."
+            )
         grace = options["grace"]
         scheduler = Scheduler(
             jobs,
@@ -118,18 +135,15 @@ class Command(BaseCommand):
             warn=self._warn,
             grace=jobclaims_settings.stop_grace if grace is None else grace,
             verbosity=self.verbosity,
+            live=live,
         )
         if options["once"]:
             try:
                 scheduler.once()
             except DatabaseError as error:
-                first_line = str(error).strip().partition("\n")[0]
-                raise CommandError(
-                    f"The database did not answer ({first_line}), so nothing was started; "
-                    "the next --once tries again"
-                ) from error
+                raise _not_answered(error) from error
         else:
-            names = ", ".join(job.label for job in jobs)
+            names = ", ".join(job.label for job in jobs) or "no job yet (none has a schedule)"
             self._say(f"Scheduling {names}, at most {options['max_jobs']} at once")
             scheduler.run_forever()
 
@@ -145,11 +159,25 @@ class Command(BaseCommand):
         self.stderr.flush()
 
 
-def _chosen(jobs: list[JobSchedule], names: list[str]) -> list[JobSchedule]:
-    """The schedules ``names`` name: each of a command's, or one by its claim name."""
+def _first_line(error: DatabaseError) -> str:
+    return str(error).strip().partition("\n")[0]
+
+
+def _not_answered(error: DatabaseError) -> CommandError:
+    return CommandError(
+        f"The database did not answer ({_first_line(error)}), so nothing was started; "
+        "the next --once tries again"
+    )
+
+
+def _require_chosen(jobs: list[JobSchedule], names: list[str]) -> None:
+    """Refuse a ``--job`` name that names no job: a ``JobCommand`` (whose
+    stored schedules may come later), or a schedule by its claim name."""
+    commands = job_commands()
     for name in names:
-        if not any(name in (job.command, job.job) for job in jobs):
+        if name not in commands and not any(name in (job.command, job.job) for job in jobs):
             known = ", ".join(dict.fromkeys(job.command for job in jobs)) or "none"
-            raise CommandError(f"{name!r} is not a scheduled job; the scheduled jobs are: {known}")
-    chosen = {job.job: job for name in names for job in jobs if name in (job.command, job.job)}
-    return list(chosen.values())
+            raise CommandError(
+                f"{name!r} is not a scheduled job; the scheduled jobs are: {known} (or name "
+                "a JobCommand without a schedule, for the stored schedules it will have)"
+            )

@@ -1,22 +1,33 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-from typing import TYPE_CHECKING, Any, cast
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError
 
-from jobclaims import durations
 from jobclaims.checks import check_schedules
+from jobclaims.claims import naming
 from jobclaims.claims.rule import State
-from jobclaims.clock import database_now
 from jobclaims.conf import jobclaims_settings
-from jobclaims.health import checked_overview, known_jobs, missed_windows, read_health
-from jobclaims.job_discovery import scheduled_jobs
-from jobclaims.models import JobRun, SchedulerSeen
-from jobclaims.overview import JobOverview
-from jobclaims.overview_output import as_document, describe
+from jobclaims.jobs.discovery import every_schedule, known_jobs
+from jobclaims.management.base import OperatorCommand
+from jobclaims.models import JobPause, JobRun, JobTag, SchedulerSeen
+from jobclaims.monitoring import bounded
+from jobclaims.monitoring.health import (
+    GoneJob,
+    Health,
+    JobHealth,
+    checked_overview,
+    missed_windows,
+    read_health,
+)
+from jobclaims.monitoring.overview import JobOverview, as_document, describe
+from jobclaims.time import durations
+from jobclaims.time.clock import database_now
 
 if TYPE_CHECKING:
     from jobclaims.models import ListedRun
@@ -30,9 +41,9 @@ UNKNOWN = 3
 MOST_SHOWN = 2**31 - 1
 #: The table fits a terminal this wide.
 WIDTH = 80
-#: Columns that give up characters, widest first, for the table to fit, and
-#: the fewest characters each keeps.
-_SHRINKABLE = {"JOB": 12, "WINDOW": 16, "OWNER": 12}
+#: Columns that give up characters for the table to fit, in this order (the
+#: owner says least about which claim a row is), and the fewest each keeps.
+_SHRINKABLE = {"OWNER": 12, "JOB": 12, "WINDOW": 16}
 
 
 def _count(text: str) -> int:
@@ -46,7 +57,7 @@ def _count(text: str) -> int:
     return int(text)
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Show claims, newest first, as active, expired, succeeded or failed by "
         "the database's clock, with how many instances skipped each, and "
@@ -58,7 +69,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--state", choices=State.values, help="Only claims in this state.")
-        parser.add_argument("--job", help="Only claims of this job.")
+        parser.add_argument(
+            "--job",
+            action="append",
+            metavar="JOB",
+            help="Only claims of this job; with --check, repeat it to check several.",
+        )
         parser.add_argument(
             "--limit",
             type=_count,
@@ -67,7 +83,9 @@ class Command(BaseCommand):
             help="Show the newest N claims (default: 50; 0 shows all).",
         )
         parser.add_argument(
-            "--json", action="store_true", help="Write JSON for scripts, not a table."
+            "--json",
+            action="store_true",
+            help="Write JSON for scripts, not a table (with --check, the verdict).",
         )
         parser.add_argument(
             "--missed",
@@ -78,8 +96,17 @@ class Command(BaseCommand):
             "--check",
             action="store_true",
             help=(
-                "Only list the unhealthy jobs (overdue, failed, or with a dead holder), and "
-                f"exit {UNHEALTHY} when there are any: for monitors, and a cron line of its own."
+                "Only list the unhealthy jobs and what is wrong with each, and exit "
+                f"{UNHEALTHY} when there are any, {UNKNOWN} when health cannot be told (an "
+                "option error included): for monitors, and a cron line of its own."
+            ),
+        )
+        parser.add_argument(
+            "--output",
+            action="store_true",
+            help=(
+                "Also show what each claim's run printed (the end of its stdout and stderr), "
+                "after the table; with --job J --limit 1, the job's last run's."
             ),
         )
         parser.add_argument(
@@ -87,6 +114,13 @@ class Command(BaseCommand):
             action="store_true",
             help="Also show each scheduled job: schedule, next fires, last run, missed fires.",
         )
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        # A monitor reads an exit status of 2 as CRITICAL: a typo in its own
+        # command line is UNKNOWN, as Nagios' plugins exit on a usage error.
+        parser.error = functools.partial(_usage_error, parser)  # type: ignore[method-assign]
+        return parser
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         # A monitor's output is the jobs' health alone: the deployment's
@@ -97,34 +131,50 @@ class Command(BaseCommand):
         return super().execute(*args, **options)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        jobs: list[str] = options["job"] or []
         if options["check"]:
-            self._check(options["job"], options["verbosity"])
+            self._check(jobs, options["verbosity"], options["json"])
             return
-        runs = JobRun.objects.listing(state=options["state"], job=options["job"]).with_skips()
+        if len(jobs) > 1:
+            raise CommandError(
+                f"Error: --job may be given once without --check, not {len(jobs)} times",
+                returncode=UNKNOWN,
+            )
+        job = jobs[0] if jobs else None
+        runs = JobRun.objects.listing(state=options["state"], job=job).with_skips()
+        if not options["output"]:
+            runs = runs.defer("output")  # Up to OUTPUT_KEPT bytes a row, read only when shown.
         # The cast names what listing() and with_skips() annotated, which
         # django-stubs does not carry through JobRunQuerySet's own methods.
         shown = cast(
             "list[ListedRun]", list(runs[: options["limit"]] if options["limit"] else runs)
         )
         now = database_now(jobclaims_settings.claims_database(JobRun))
-        missed = _missed(options["job"]) if options["missed"] else {}
-        views = _overviews(options["job"], now) if options["schedules"] else []
-        gone = read_health(options["job"]).gone
+        missed = _missed(job) if options["missed"] else {}
+        views = _overviews(job, now) if options["schedules"] else []
+        gone = read_health(job).gone
+        paused = _pauses(job)
         if options["json"]:
             document = _document(shown, now)
+            document["pauses"] = [
+                {
+                    "job": pause.job,
+                    "paused_by": pause.paused_by,
+                    "paused_at": pause.paused_at.isoformat(),
+                    "until": pause.until.isoformat() if pause.until else None,
+                    "reason": pause.reason,
+                }
+                for pause in paused
+            ]
+            if options["output"]:
+                for claim, run in zip(document["claims"], shown, strict=True):
+                    claim["output"] = run.output
             if options["missed"]:
                 document["missed_windows"] = missed
             if options["schedules"]:
                 document["schedules"] = [as_document(view) for view in views]
             document["schedulers"] = _schedulers_document(now)
-            document["gone_jobs"] = [
-                {
-                    "job": each.job,
-                    "schedule": each.schedule,
-                    "last_claimed_at": each.last_claimed.isoformat(),
-                }
-                for each in gone
-            ]
+            document["gone_jobs"] = [_gone_document(each) for each in gone]
             self.stdout.write(json.dumps(document, indent=2))
             return
         if not shown:
@@ -135,6 +185,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Newest {len(shown)} of {runs.count()} claims; --limit 0 shows all.")
         counts = JobRun.objects.running_counts()
         self.stdout.write(f"{counts['active']} active, {counts['expired']} expired.")
+        for pause in paused:
+            self.stdout.write(_paused(pause, now))
         for line in _schedulers(now):
             self.stdout.write(line)
         for each in gone:
@@ -143,47 +195,144 @@ class Command(BaseCommand):
             self.stdout.write(f"{job}: {len(windows)} missed windows: {', '.join(windows)}")
         for view in views:
             self.stdout.write(describe(view))
+        if options["output"]:
+            for run in shown:
+                self.stdout.write(_printed(run))
 
-    def _check(self, job: str | None, verbosity: int) -> None:
+    def _check(self, jobs: list[str], verbosity: int, as_json: bool) -> None:
+        """Say what is wrong with each job (``jobs``, or every known one), and
+        exit by Nagios' codes: 0 healthy, 2 unhealthy, 3 cannot tell."""
         try:
-            health = read_health(job)
-            known = [] if health.jobs or job is None else known_jobs()
+            health, known = bounded.within(lambda: _checked(jobs))
         except DatabaseError as error:
             summary = str(error).strip().partition("\n")[0]
+            self._json(as_json, {"status": "unknown", "error": summary})
             raise CommandError(
                 f"UNKNOWN: the claims database did not answer: {summary}", returncode=UNKNOWN
             ) from error
-        if job is not None and not health.jobs:
-            raise CommandError(
-                f"UNKNOWN: {job!r} is not a known job; the known jobs are: "
-                f"{', '.join(known) or 'none'}",
-                returncode=UNKNOWN,
-            )
-        jobs = health.jobs
-        unhealthy = [each for each in jobs if not each.healthy]
-        for each in unhealthy:
-            for problem in each.problems:
-                self.stdout.write(f"{each.job}: {problem}")
+        unknown = [
+            job for job in dict.fromkeys(jobs) if job not in {each.job for each in health.jobs}
+        ]
+        if unknown:
+            names = ", ".join(repr(job) for job in unknown)
+            verb = "is not a known job" if len(unknown) == 1 else "are not known jobs"
+            said = f"{names} {verb}; the known jobs are: {', '.join(known) or 'none'}"
+            self._json(as_json, {"status": "unknown", "error": said})
+            raise CommandError(f"UNKNOWN: {said}", returncode=UNKNOWN)
+        unhealthy = [each for each in health.jobs if not each.healthy]
         # Each names its job: "nightly: schedule '61 * * * *' is not …".
         unusable = [error.msg for error in check_schedules()]
-        for problem in unusable:
-            self.stdout.write(f"{problem} (jobclaims.W005)")
+        self._json(
+            as_json,
+            {
+                "status": "unhealthy" if unhealthy or unusable else "healthy",
+                "jobs": [
+                    {
+                        "job": each.job,
+                        "healthy": each.healthy,
+                        "problems": each.kinds,
+                        "said": each.problems,
+                    }
+                    for each in health.jobs
+                ],
+                "unusable_schedules": unusable,
+                "gone_jobs": [_gone_document(each) for each in health.gone],
+            },
+        )
+        if not as_json:
+            for each in unhealthy:
+                for problem in each.problems:
+                    self.stdout.write(f"{each.job}: {problem}")
+            for problem in unusable:
+                self.stdout.write(f"{problem} (jobclaims.W005)")
         if unhealthy or unusable:
+            total = len(health.jobs) + len(unusable)
             raise CommandError(
-                f"{len(unhealthy) + len(unusable)} of {len(jobs) + len(unusable)} jobs unhealthy",
+                f"{len(unhealthy) + len(unusable)} of {_jobs(total)} unhealthy",
                 returncode=UNHEALTHY,
             )
-        if verbosity:
+        if verbosity and not as_json:
             gone = "".join(f"; {each.job} is gone from the code" for each in health.gone)
-            self.stdout.write(f"All {len(jobs)} jobs healthy{gone}.")
+            self.stdout.write(f"{_all_healthy(health.jobs)}{gone}.")
+
+    def _json(self, as_json: bool, document: dict[str, Any]) -> None:
+        """With ``--json``, the verdict for scripts on standard output; the
+        exit status and the line on standard error are the text's."""
+        if as_json:
+            self.stdout.write(json.dumps(document, indent=2))
+
+
+def _checked(jobs: list[str]) -> tuple[Health, list[str]]:
+    """The health ``--check`` judges, and the known jobs when a job asked
+    for has none (for the message): every read of the check, bounded together."""
+    health = read_health(jobs or None)
+    asked = set(jobs) - {each.job for each in health.jobs}
+    return health, known_jobs() if asked else []
+
+
+def _all_healthy(jobs: list[JobHealth]) -> str:
+    if not jobs:
+        return "No job is known yet"
+    if len(jobs) == 1:
+        return f"{jobs[0].job} is healthy"
+    return f"All {len(jobs)} jobs healthy"
+
+
+def _jobs(count: int) -> str:
+    return f"{count} job" if count == 1 else f"{count} jobs"
+
+
+def _usage_error(parser: CommandParser, message: str) -> NoReturn:
+    """argparse's usage error, ending with UNKNOWN's status instead of 2."""
+    if not parser.called_from_command_line:
+        raise CommandError(f"Error: {message}", returncode=UNKNOWN)
+    parser.print_usage(sys.stderr)
+    parser.exit(UNKNOWN, f"{parser.prog}: error: {message}\n")
+
+
+def _gone_document(each: GoneJob) -> dict[str, str]:
+    return {
+        "job": each.job,
+        "schedule": each.schedule,
+        "last_claimed_at": each.last_claimed.isoformat(),
+    }
+
+
+def _pauses(job: str | None) -> list[JobPause]:
+    """The pauses in force, oldest first: of ``job``, of the job its
+    schedule belongs to, of that job's tags and of all jobs, if given,
+    since each holds it."""
+    pauses = JobPause.objects.in_force().order_by("paused_at", "pk")
+    if job is None:
+        return list(pauses)
+    holding = naming.pausing_jobs(job)
+    tags = JobTag.objects.filter(job=holding["parent_job"]).values_list("tag", flat=True)
+    return list(pauses.filter(job__in={job, *holding.values(), *tags}))
+
+
+def _paused(pause: JobPause, now: Any) -> str:
+    """A pause in force, in a line: whose, since when, until when, why."""
+    whose = "all jobs" if pause.job == naming.ALL_JOBS else pause.job
+    line = f"Paused: {whose}, by {pause.paused_by} {durations.relative(pause.paused_at, now)}"
+    line += f", until {durations.relative(pause.until, now)}" if pause.until else ""
+    return f"{line} ({pause.reason})." if pause.reason else f"{line}."
+
+
+def _printed(run: JobRun) -> str:
+    """A run's output, under a line that names the run."""
+    if run.output is None:
+        why = "it runs still, was killed, or ran through claim() or a task"
+        return f"== {run.job} {run.window}: no output kept ({why})"
+    if not run.output:
+        return f"== {run.job} {run.window} printed nothing"
+    return f"== {run.job} {run.window} printed:\n{run.output.rstrip()}"
 
 
 def _schedulers(now: Any) -> list[str]:
     """A line per scheduler seen: where it runs, whether it is live, what it runs."""
-    grace = jobclaims_settings.scheduler_grace
     lines = []
     for row in SchedulerSeen.objects.order_by("host", "pid", "started_at"):
-        live = "live" if row.last_seen_at >= now - grace else "gone"
+        live = "live" if row.live_at(now) else "stopped" if row.stopped_at else "gone"
         lines.append(
             f"Scheduler {row} ({live}): seen {durations.relative(row.last_seen_at, now)}, "
             f"schedules {row.fingerprint}, running {', '.join(sorted(row.schedules)) or 'nothing'}"
@@ -192,14 +341,14 @@ def _schedulers(now: Any) -> list[str]:
 
 
 def _schedulers_document(now: Any) -> list[dict[str, Any]]:
-    grace = jobclaims_settings.scheduler_grace
     return [
         {
             "host": row.host,
             "pid": row.pid,
-            "live": row.last_seen_at >= now - grace,
+            "live": row.live_at(now),
             "started_at": row.started_at.isoformat(),
             "last_seen_at": row.last_seen_at.isoformat(),
+            "stopped_at": row.stopped_at and row.stopped_at.isoformat(),
             "fingerprint": row.fingerprint,
             "schedules": row.schedules,
         }
@@ -211,7 +360,7 @@ def _overviews(job: str | None, now: Any) -> list[JobOverview]:
     """The overview of each scheduled job (of ``job`` alone, if given)."""
     return [
         checked_overview(each, now)
-        for each in scheduled_jobs()
+        for each in every_schedule()[0]
         if job in (None, each.job, each.command)
     ]
 
@@ -250,7 +399,12 @@ def _document(runs: list[ListedRun], now: Any) -> dict[str, Any]:
 
 
 def _table(runs: list[ListedRun], now: Any) -> list[str]:
-    """Left-aligned columns two spaces apart, cut with "…" to fit ``WIDTH``."""
+    """Left-aligned columns two spaces apart, cut with "…" to fit ``WIDTH``.
+
+    A cell is cut where the rows' values differ (``_cut()``): two claims of
+    one job's two schedules, or of two windows, never read alike. Rows that
+    cannot be told apart within ``WIDTH`` make the table wider instead.
+    """
     header = ("JOB", "WINDOW", "STATE", "TRY", "SKIPS", "END", "OWNER")
     rows = [header] + [
         (
@@ -265,19 +419,39 @@ def _table(runs: list[ListedRun], now: Any) -> list[str]:
         )
         for run in runs
     ]
+    columns = {name: [row[i] for row in rows[1:]] for i, name in enumerate(header)}
     widths = {name: max(len(row[i]) for row in rows) for i, name in enumerate(header)}
     excess = sum(widths.values()) + 2 * (len(header) - 1) - WIDTH
-    while excess > 0:
-        wide = [name for name, least in _SHRINKABLE.items() if widths[name] > least]
-        if not wide:
-            break
-        widths[max(wide, key=widths.__getitem__)] -= 1
-        excess -= 1
-    return [
-        "  ".join(_fit(cell, widths[name]) for name, cell in zip(header, row, strict=True)).rstrip()
-        for row in rows
-    ]
+    for name, least in _SHRINKABLE.items():
+        while (
+            excess > 0
+            and widths[name] > least
+            and _cut(columns[name], widths[name] - 1) is not None
+        ):
+            widths[name] -= 1
+            excess -= 1
+    shown = {name: _cut(values, widths[name]) or values for name, values in columns.items()}
+    lines = ["  ".join(name.ljust(widths[name]) for name in header).rstrip()]
+    for index in range(len(runs)):
+        cells = (shown[name][index].ljust(widths[name]) for name in header)
+        lines.append("  ".join(cells).rstrip())
+    return lines
 
 
-def _fit(cell: str, width: int) -> str:
-    return cell.ljust(width) if len(cell) <= width else cell[: width - 1] + "…"
+def _cut(values: list[str], width: int) -> list[str] | None:
+    """``values`` cut to ``width`` with "…" in their middle, or as near it
+    as keeps values that differ reading differently (a job's schedules
+    differ at their end, windows in their middle); None if no cut does."""
+    if all(len(value) <= width for value in values):
+        return values
+    kept = width - 1
+    distinct = len(set(values))
+    middle = kept - kept // 2
+    for head in sorted(range(kept + 1), key=lambda head: abs(head - middle)):
+        cut = [
+            value if len(value) <= width else value[:head] + "…" + value[len(value) - kept + head :]
+            for value in values
+        ]
+        if len(set(cut)) == distinct:
+            return cut
+    return None

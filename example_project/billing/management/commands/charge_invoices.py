@@ -1,7 +1,7 @@
 import datetime
 
 from example_project.billing.charging import charge_unpaid_invoices
-from jobclaims.commands import JobCommand
+from jobclaims import JobCommand
 
 
 class Command(JobCommand):

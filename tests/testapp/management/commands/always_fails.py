@@ -2,7 +2,7 @@ import datetime
 import os
 import time
 
-from jobclaims.commands import JobCommand
+from jobclaims import JobCommand
 
 
 class Command(JobCommand):

@@ -1,7 +1,7 @@
 import os
 import time
 
-from jobclaims.commands import JobCommand
+from jobclaims import JobCommand
 from tests.testapp.models import Charge
 
 
@@ -9,7 +9,8 @@ class Command(JobCommand):
     """An hourly job for the backfill tests: it charges, then holds a while."""
 
     help = "Test job: charge the ledger once per hour, holding CHARGE_HOLD seconds."
-    window = "hourly"
+    # tests/package/test_checks.py gives it a window with a typo (CHARGE_WINDOW).
+    window = os.environ.get("CHARGE_WINDOW", "hourly")
 
     def run_job(self, run, *args, **options):
         Charge.objects.create(job=run.job, window=run.window, pid=os.getpid())

@@ -3,7 +3,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
-from jobclaims.claiming import claimed
+from jobclaims import claimed
 from tests.testapp.models import Charge
 
 

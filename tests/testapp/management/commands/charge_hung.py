@@ -3,7 +3,7 @@ import os
 import signal
 import threading
 
-from jobclaims.commands import JobCommand
+from jobclaims import JobCommand
 from tests.testapp.models import Charge
 
 

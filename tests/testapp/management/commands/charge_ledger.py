@@ -4,7 +4,7 @@ from contextlib import nullcontext
 
 from django.db import transaction
 
-from jobclaims.commands import JobCommand
+from jobclaims import JobCommand
 from tests.testapp.models import Charge
 
 
@@ -13,6 +13,7 @@ class Command(JobCommand):
 
     help = "Test job: charge the ledger once per window."
     window = "hourly"
+    tags = ("billing",)
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

@@ -1,7 +1,7 @@
 import os
 import time
 
-from jobclaims.commands import JobCommand
+from jobclaims import JobCommand
 from tests.testapp.models import Charge
 
 

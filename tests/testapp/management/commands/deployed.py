@@ -1,7 +1,7 @@
 import datetime
 import os
 
-from jobclaims.commands import JobCommand
+from jobclaims import JobCommand
 from tests.testapp.models import Charge
 
 #: What each deploy of the job declares, by the name DEPLOYED_WINDOW gives it.

@@ -1,12 +1,12 @@
 import os
 import time
 
-from jobclaims import leases
-from jobclaims.commands import JobCommand
+from jobclaims import JobCommand
+from jobclaims.time import leases
 
 
 class Command(JobCommand):
-    """Appends one line per run to NEMESIS_RUNS, for tests/nemesis: the count
+    """Appends one line per run to NEMESIS_RUNS, for tests/faults/nemesis: the count
     of runs comes from the job's own side effect, never from the claims.
 
     Each run also says when it started and until when it knew its lease

@@ -2,7 +2,7 @@ import datetime
 import os
 import time
 
-from jobclaims.commands import JobCommand
+from jobclaims import JobCommand
 from tests.testapp.models import Charge
 
 #: Charge.step of the row a run writes as it starts, and of the one it

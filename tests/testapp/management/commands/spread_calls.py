@@ -1,8 +1,8 @@
 import datetime
 import os
 
-from jobclaims.clock import database_now
-from jobclaims.commands import JobCommand, Schedule
+from jobclaims import JobCommand, Schedule
+from jobclaims.time.clock import database_now
 from tests.testapp.models import Charge
 
 #: How many calls fire at once, each its own schedule.

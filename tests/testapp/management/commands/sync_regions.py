@@ -2,7 +2,7 @@ import datetime
 import os
 import time
 
-from jobclaims.commands import JobCommand, Schedule
+from jobclaims import JobCommand, Schedule
 from tests.testapp.models import Charge
 
 

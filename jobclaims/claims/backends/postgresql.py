@@ -1,0 +1,283 @@
+"""PostgreSQL's claim statements, written whole, and its errors that mean "try again".
+
+Every time is ``STATEMENT_TIMESTAMP()``: the database's clock, one moment
+throughout a statement. ``%(name)s`` are the statement's parameters; the
+names of tables and columns are the models' own (tests/claims/test_sql.py holds
+them together).
+"""
+
+from __future__ import annotations
+
+import datetime
+
+#: A claim of a window nobody holds, in one statement that never waits: it
+#: inserts nothing where the job is paused (a pause not resumed whose
+#: ``until`` has not come), where a run of another window covering the
+#: claim's slot is held or succeeded (as ``PAUSE_OR_SLOT_RUN``; no slot, none),
+#: or where a unique key is taken (a row holds the window or the job, or the
+#: fire under another name of its schedule), and fails at once, rather than
+#: wait, where another transaction is writing that key. The lock timeout is
+#: set for this statement's own transaction, before the insert checks the
+#: keys; 1 ms, since 0 turns it off. The (job, resumed_at) index finds the
+#: pauses, the (job, slot_end) index the runs; a pause of the job a
+#: schedule's claim name belongs to holds for it too (``jobclaims.claims.naming``),
+#: and so does a pause of all jobs.
+INSERT_UNLESS_TAKEN = """
+INSERT INTO jobclaims_jobrun
+    (job, "window", schedule, owner, token, holds_job, slot_start, slot_end, series,
+     status, attempt, failures, error, claimed_at, expires_at)
+SELECT %(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s, %(holds_job)s,
+       %(slot_start)s, %(slot_end)s, %(series)s,
+       'running', 1, 0, '', STATEMENT_TIMESTAMP(), STATEMENT_TIMESTAMP() + %(lease)s
+FROM (SELECT set_config('lock_timeout', '1', true)) AS no_wait
+WHERE NOT EXISTS (
+    SELECT FROM jobclaims_jobpause
+    WHERE (job IN (%(job)s, %(parent_job)s, %(all_jobs)s)
+           OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = %(parent_job)s))
+      AND resumed_at IS NULL
+      AND ("until" IS NULL OR "until" > STATEMENT_TIMESTAMP()))
+  AND NOT EXISTS (
+    SELECT FROM jobclaims_jobrun
+    WHERE job = %(job)s AND slot_end > %(slot_start)s AND slot_start < %(slot_end)s
+      AND "window" <> %(window)s
+      AND ((status = 'running' AND expires_at > STATEMENT_TIMESTAMP()) OR status = 'succeeded'))
+ON CONFLICT DO NOTHING
+RETURNING id, claimed_at, expires_at
+"""
+
+#: The newest pause in force of the job, of the job a schedule's claim name
+#: belongs to, of one of that job's tags (``JobTag``, ``#billing``), or of
+#: all jobs (``all_jobs``, a name no job has): not resumed, and its
+#: ``until`` (if any) not come. The (job, resumed_at) index finds it, and
+#: the tags' unique (job, tag) index the job's tags.
+PAUSE = """
+SELECT paused_by, paused_at, reason, "until", job
+FROM jobclaims_jobpause
+WHERE (job IN (%(job)s, %(parent_job)s, %(all_jobs)s)
+       OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = %(parent_job)s))
+  AND resumed_at IS NULL
+  AND ("until" IS NULL OR "until" > STATEMENT_TIMESTAMP())
+ORDER BY paused_at DESC, id DESC
+LIMIT 1
+"""
+
+#: The newest pause in force of the job, of the job a schedule's claim name
+#: belongs to, or of all jobs, as a subquery's select: the first part of
+#: the two reads that refuse a claim of a slot, before it and after it.
+_NEWEST_PAUSE = """\
+    SELECT 'paused' AS found, paused_by AS who, reason AS said, job AS job_or_status,
+           paused_at AS since, "until"
+    FROM jobclaims_jobpause
+    WHERE (job IN (%(job)s, %(parent_job)s, %(all_jobs)s)
+           OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = %(parent_job)s))
+      AND resumed_at IS NULL
+      AND ("until" IS NULL OR "until" > STATEMENT_TIMESTAMP())
+    ORDER BY paused_at DESC, id DESC
+    LIMIT 1"""
+
+#: What refuses a claim of a slot before any claim row is read, in one read:
+#: the newest pause in force of the job (as ``PAUSE``), and the first run of
+#: another window covering the slot that is held or has succeeded
+#: (``jobclaims.time.slots``). A row each at most, the pause's first.
+PAUSE_OR_SLOT_RUN = (
+    """
+SELECT * FROM (
+"""
+    + _NEWEST_PAUSE
+    + """) AS pause
+UNION ALL
+SELECT * FROM (
+    SELECT 'slot-ran', "window", owner, status, expires_at, finished_at
+    FROM jobclaims_jobrun
+    WHERE job = %(job)s AND slot_end > %(slot_start)s AND slot_start < %(slot_end)s
+      AND "window" <> %(window)s
+      AND ((status = 'running' AND expires_at > STATEMENT_TIMESTAMP()) OR status = 'succeeded')
+    ORDER BY slot_end
+    LIMIT 1) AS slot_run
+"""
+)
+
+#: What refuses a claim once its row is committed, read right after: the
+#: newest pause in force of the job (as ``PAUSE``), and the first run of
+#: another window covering the claim's slot that has succeeded. Each may
+#: have committed while the claim was being taken, which no check in the
+#: INSERT could see; read after the claim's commit, either is seen if it
+#: committed first. A row each at most, the pause's first.
+PAUSE_OR_SLOT_SUCCEEDED = (
+    """
+SELECT * FROM (
+"""
+    + _NEWEST_PAUSE
+    + """) AS pause
+UNION ALL
+SELECT * FROM (
+    SELECT 'slot-ran', "window", owner, status, expires_at, finished_at
+    FROM jobclaims_jobrun
+    WHERE job = %(job)s AND slot_end > %(slot_start)s AND slot_start < %(slot_end)s
+      AND "window" <> %(window)s AND status = 'succeeded'
+    ORDER BY slot_end
+    LIMIT 1) AS slot_run
+"""
+)
+
+#: ``INSERT_UNLESS_TAKEN``, committed, then the read that refuses a claim
+#: once it committed, in one message of PostgreSQL's simple query protocol:
+#: the COMMIT ends the INSERT's own transaction, so the read after it takes
+#: its snapshot after the claim committed and sees any pause (or success of
+#: the slot) that committed first, as a read of its own would, without a
+#: round trip more. An error in the INSERT rolls it back and skips the rest.
+#: ``CLAIM_THEN_PAUSE`` for a claim without a slot or forced, as ``PAUSE``;
+#: ``CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED`` as ``PAUSE_OR_SLOT_SUCCEEDED``.
+CLAIM_THEN_PAUSE = INSERT_UNLESS_TAKEN.rstrip() + ";\nCOMMIT;\n" + PAUSE.lstrip()
+CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED = (
+    INSERT_UNLESS_TAKEN.rstrip() + ";\nCOMMIT;\n" + PAUSE_OR_SLOT_SUCCEEDED.lstrip()
+)
+
+#: The window's first claim after a read found no row in its way;
+#: ``IntegrityError`` when a contender inserted first.
+INSERT = """
+INSERT INTO jobclaims_jobrun
+    (job, "window", schedule, owner, token, holds_job, slot_start, slot_end, series,
+     status, attempt, failures, error, claimed_at, expires_at)
+VALUES (%(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s, %(holds_job)s,
+        %(slot_start)s, %(slot_end)s, %(series)s,
+        'running', 1, 0, '', STATEMENT_TIMESTAMP(), STATEMENT_TIMESTAMP() + %(lease)s)
+"""
+
+INSERT_RETURNING = INSERT.rstrip() + "\nRETURNING id, claimed_at, expires_at\n"
+
+#: What a claim reads back after ``INSERT`` where Django is told an INSERT
+#: cannot return rows.
+READ_BACK = """
+SELECT id, claimed_at, expires_at
+FROM jobclaims_jobrun
+WHERE job = %(job)s AND "window" = %(window)s AND token = %(token)s
+"""
+
+#: The rows in the way of a claim of a window that may overlap the job's
+#: other runs: the window's own, and whether its lease had ended.
+WINDOW_ROWS = """
+SELECT "window", status, owner, expires_at, finished_at,
+       expires_at <= STATEMENT_TIMESTAMP() AS lapsed
+FROM jobclaims_jobrun
+WHERE job = %(job)s AND "window" = %(window)s
+"""
+
+#: The rows in the way of a claim that holds the job: the window's own and
+#: the job's holder. Each side of the OR is a lookup on one unique index.
+WINDOW_AND_HOLDER_ROWS = """
+SELECT "window", status, owner, expires_at, finished_at,
+       expires_at <= STATEMENT_TIMESTAMP() AS lapsed
+FROM jobclaims_jobrun
+WHERE (job = %(job)s AND "window" = %(window)s)
+   OR (job = %(job)s AND holds_job IS NOT NULL)
+"""
+
+#: One more instance stepped aside: each window's skips for one reason land
+#: on one row. Waits only for another skip's statement on that row, never
+#: for a claim row.
+SKIP = """
+INSERT INTO jobclaims_jobskip (job, "window", owner, reason, count, skipped_at)
+VALUES (%(job)s, %(window)s, %(owner)s, %(reason)s, 1, STATEMENT_TIMESTAMP())
+ON CONFLICT (job, "window", reason) DO UPDATE
+SET count = jobclaims_jobskip.count + 1,
+    owner = EXCLUDED.owner,
+    skipped_at = EXCLUDED.skipped_at
+"""
+
+#: ``SKIP``, committing without waiting for the disk: sent outside any
+#: transaction, where ``synchronous_commit`` set for the statement's own
+#: transaction lasts for that statement. Thirty instances stepping aside at
+#: once do not queue on each other's flushes; a crash of the server can
+#: lose the skips of its last moments, never a claim.
+SKIP_UNFLUSHED = """
+INSERT INTO jobclaims_jobskip (job, "window", owner, reason, count, skipped_at)
+SELECT %(job)s, %(window)s, %(owner)s, %(reason)s, 1, STATEMENT_TIMESTAMP()
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
+ON CONFLICT (job, "window", reason) DO UPDATE
+SET count = jobclaims_jobskip.count + 1,
+    owner = EXCLUDED.owner,
+    skipped_at = EXCLUDED.skipped_at
+"""
+
+#: A skip counted, in one statement, if a committed row refuses a claim that
+#: holds the job, returning its reason; no row if none refuses it. The rule
+#: is ``rule.frees`` without ``force`` (tests/claims/test_rule.py holds them
+#: together): the window's live or succeeded row (a cancelled one is live
+#: until its lease ends), or another window's live holder, the window's own
+#: row first.
+SKIP_IF_BLOCKED = """
+INSERT INTO jobclaims_jobskip (job, "window", owner, reason, count, skipped_at)
+SELECT %(job)s, %(window)s, %(owner)s,
+       CASE WHEN r."window" <> %(window)s THEN 'overlap'
+            WHEN r.status = 'succeeded' THEN 'succeeded'
+            ELSE 'held' END,
+       1, STATEMENT_TIMESTAMP()
+FROM jobclaims_jobrun r, (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
+WHERE ((r.job = %(job)s AND r."window" = %(window)s)
+       OR (r.job = %(job)s AND r.holds_job IS NOT NULL))
+  AND ((r."window" = %(window)s
+        AND ((r.status IN ('running', 'cancelled') AND r.expires_at > STATEMENT_TIMESTAMP())
+             OR r.status = 'succeeded'))
+       OR (r."window" <> %(window)s AND r.expires_at > STATEMENT_TIMESTAMP()))
+ORDER BY r."window" <> %(window)s
+LIMIT 1
+ON CONFLICT (job, "window", reason) DO UPDATE
+SET count = jobclaims_jobskip.count + 1,
+    owner = EXCLUDED.owner,
+    skipped_at = EXCLUDED.skipped_at
+RETURNING reason
+"""
+
+#: ``SKIP_IF_BLOCKED`` for a claim that may overlap: only the window's row.
+SKIP_IF_WINDOW_BLOCKED = """
+INSERT INTO jobclaims_jobskip (job, "window", owner, reason, count, skipped_at)
+SELECT %(job)s, %(window)s, %(owner)s,
+       CASE WHEN r.status = 'succeeded' THEN 'succeeded' ELSE 'held' END,
+       1, STATEMENT_TIMESTAMP()
+FROM jobclaims_jobrun r, (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
+WHERE r.job = %(job)s AND r."window" = %(window)s
+  AND ((r.status IN ('running', 'cancelled') AND r.expires_at > STATEMENT_TIMESTAMP())
+       OR r.status = 'succeeded')
+ON CONFLICT (job, "window", reason) DO UPDATE
+SET count = jobclaims_jobskip.count + 1,
+    owner = EXCLUDED.owner,
+    skipped_at = EXCLUDED.skipped_at
+RETURNING reason
+"""
+
+#: The run's outcome, and what it printed, if it still holds its claim,
+#: returning the finish time the database's clock gave it (for the run's
+#: duration).
+RELEASE = """
+UPDATE jobclaims_jobrun
+SET status = %(status)s, error = %(error)s, output = %(output)s, holds_job = NULL,
+    finished_at = STATEMENT_TIMESTAMP()
+WHERE id = %(id)s AND token = %(token)s AND status = 'running'
+RETURNING finished_at
+"""
+
+#: deadlock_detected, serialization_failure and lock_not_available: the
+#: statement or transaction ended with nothing written; try again.
+TRANSIENT = frozenset({"40P01", "40001", "55P03"})
+#: admin_shutdown, crash_shutdown and cannot_connect_now; the whole 08 class
+#: (connection_exception) is one too.
+DISCONNECTS = frozenset({"57P01", "57P02", "57P03"})
+#: What ``INSERT_UNLESS_TAKEN`` fails with instead of waiting: lock_not_available.
+REFUSED_AT_ONCE = "55P03"
+
+
+def lease(span: datetime.timedelta) -> object:
+    """The ``%(lease)s`` parameter: an interval."""
+    return span
+
+
+def refused_at_once(cause: BaseException | None) -> bool:
+    """Whether the driver's error is ``INSERT_UNLESS_TAKEN`` refusing to wait."""
+    return sqlstate(cause) == REFUSED_AT_ONCE
+
+
+def sqlstate(cause: BaseException | None) -> str | None:
+    """The error's SQLSTATE: psycopg (3) and psycopg2 name it differently."""
+    code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    return None if code is None else str(code)

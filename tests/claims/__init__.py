@@ -1,0 +1,1 @@
+"""Tests of jobclaims.claims: the rule, the statements, races and retries."""

@@ -1,0 +1,1 @@
+"""Tests of jobclaims.controls: operators' pauses, retirements, backfills and pruning."""

@@ -1,0 +1,1 @@
+"""Faults, clusters and nemeses: claims while the databases and hosts fail."""

@@ -1,0 +1,1 @@
+"""Tests of jobclaims.jobs: JobCommand, schedules, claim() and @claimed."""

@@ -1,0 +1,163 @@
+"""claim() and @claimed: the same guarantees outside management commands."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from jobclaims.exceptions import NotClaimed
+from jobclaims.jobs.claiming import claim, claimed
+from jobclaims.models import JobRun, JobSkip
+from jobclaims.testing import race
+from tests.support.helpers import outcomes
+from tests.testapp.models import Charge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+KEY = "2026-11-29T10:00"
+
+
+def test_the_block_runs_as_the_holder_and_its_success_is_recorded():
+    with claim("sync_ledger", window="hourly", key=KEY) as run:
+        assert JobRun.objects.active().get() == run
+    stored = JobRun.objects.get()
+    assert (stored.window, stored.status) == ("2026-11-29T10:00+00:00", "succeeded")
+
+
+def test_a_refused_claim_raises_not_claimed_and_the_block_does_not_run():
+    ran = []
+    with (
+        claim("sync_ledger", window="hourly", key=KEY),
+        pytest.raises(NotClaimed, match="sync_ledger 2026-11-29T10:00"),
+        claim("sync_ledger", window="hourly", key=KEY),
+    ):
+        ran.append(True)
+    assert ran == []
+
+
+def test_an_error_in_the_block_is_recorded_and_raised():
+    with pytest.raises(ZeroDivisionError), claim("sync_ledger", window="hourly", key=KEY):
+        raise ZeroDivisionError("division by zero")
+    stored = JobRun.objects.get()
+    assert stored.status == "failed"
+    assert stored.error.startswith("ZeroDivisionError: division by zero\n\nTraceback")
+
+
+def test_the_lease_defaults_to_the_jobclaims_setting(settings):
+    settings.JOBCLAIMS = {"DEFAULT_LEASE": datetime.timedelta(seconds=42)}
+    with claim("sync_ledger", key="2026-11-29T10:25") as run:
+        assert run.expires_at - run.claimed_at == datetime.timedelta(seconds=42)
+
+
+def test_a_bad_window_is_refused_before_anything_is_written():
+    with (
+        pytest.raises(ValueError, match="unknown window 'hourl'"),
+        claim("sync_ledger", window="hourl"),
+    ):
+        pass
+    assert not JobRun.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("lease", "message"),
+    [
+        (datetime.timedelta(days=367), "lease is 367 days, 0:00:00, longer than the 366 days"),
+        (datetime.timedelta(0), "lease must be a positive datetime.timedelta"),
+    ],
+)
+def test_a_lease_out_of_bounds_is_refused_before_anything_is_written(lease, message):
+    with pytest.raises(ValueError, match=message), claim("sync_ledger", key=KEY, lease=lease):
+        pass
+    assert not JobRun.objects.exists()
+    assert not JobSkip.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"lease": datetime.timedelta(days=400)}, "longer than the 366 days"),
+        ({"lease": datetime.timedelta(0)}, "lease must be a positive datetime.timedelta"),
+        ({"window": datetime.timedelta(milliseconds=10)}, "whole number of seconds"),
+        (
+            {"max_run_time": datetime.timedelta(0)},
+            "max_run_time must be a positive datetime.timedelta",
+        ),
+    ],
+)
+def test_claimed_refuses_a_bad_lease_or_window_when_it_decorates(options, message):
+    with pytest.raises(ValueError, match=message):
+        claimed("tally", **options)
+    assert not JobRun.objects.exists()
+
+
+@claimed("tally", window="daily")
+def tally(amount: int) -> int:
+    return amount * 2
+
+
+@pytest.mark.parametrize("max_run_time", [datetime.timedelta(0), datetime.timedelta(-1), 60])
+def test_a_max_run_time_that_is_not_a_positive_timedelta_is_refused_before_anything_is_written(
+    max_run_time,
+):
+    with (
+        pytest.raises(ValueError, match=r"max_run_time must be a positive datetime\.timedelta"),
+        claim("sync_ledger", key=KEY, max_run_time=max_run_time),
+    ):
+        pass
+    assert not JobRun.objects.exists()
+
+
+def test_a_claimed_function_returns_its_value_once_per_window_and_none_after():
+    assert tally(21) == 42
+    assert tally(21) is None
+    assert JobRun.objects.get().job == "tally"
+
+
+def test_a_claimed_function_is_named_after_itself_by_default():
+    @claimed(window="daily")
+    def send_reports() -> str:
+        return "sent"
+
+    assert send_reports() == "sent"
+    assert JobRun.objects.get().job == (
+        "tests.jobs.test_claiming.test_a_claimed_function_is_named_after_itself_by_default"
+        ".<locals>.send_reports"
+    )
+
+
+def test_two_processes_calling_a_claimed_function_together_run_it_once():
+    results = race("charge_decorated", instances=2)
+    assert outcomes(results) == {"ran": 1, "skipped": 1}, results
+    assert Charge.objects.count() == 1
+
+
+def test_a_django_task_runs_its_claimed_work_once_per_window():
+    pytest.importorskip("django.tasks", reason="django.tasks arrived in Django 6.0")
+    from django.test import override_settings
+
+    from tests.testapp.tasks import nightly_export
+
+    backend = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+    with override_settings(TASKS=backend):
+        first = nightly_export.enqueue()
+        second = nightly_export.enqueue()
+    assert (first.status, first.return_value) == ("SUCCESSFUL", "exported")
+    # Refused: not a success returning None, which could not be told from a
+    # run, but the task's failure to run, saying why.
+    assert second.status == "FAILED"
+    [error] = second.errors
+    assert error.exception_class is NotClaimed
+    assert "nightly_export" in error.traceback
+    assert "was not claimed: it already succeeded at " in error.traceback
+    assert JobRun.objects.get().job == "nightly_export"
+    # Called as a function, outside a task, a refusal is still None.
+    assert nightly_export.func() is None
+
+
+def test_claimed_above_a_django_task_is_refused_naming_the_fix():
+    pytest.importorskip("django.tasks", reason="django.tasks arrived in Django 6.0")
+    from tests.testapp.tasks import unclaimed_export
+
+    with pytest.raises(TypeError, match="Put @claimed under @task"):
+        claimed("export", window="daily")(unclaimed_export)

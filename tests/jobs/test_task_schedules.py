@@ -1,0 +1,135 @@
+"""Task schedules: how they are declared, named, checked and enqueued, in one process."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterator
+
+import pytest
+from django.core.management import call_command
+
+from jobclaims import scheduled
+from jobclaims.checks import check_beat_and_jobclaims, check_scheduled_tasks, check_schedules
+from jobclaims.jobs import discovery, task_schedules
+from jobclaims.jobs.task_schedules import TaskTarget
+from jobclaims.models import JobRun
+from jobclaims.running.queued import FIRE_KWARG, QueuedFire
+from tests.testapp import tasks
+
+MINUTE = datetime.timedelta(minutes=1)
+
+
+@pytest.fixture(autouse=True)
+def declared_here() -> Iterator[None]:
+    """What a test declares with @scheduled is forgotten after it."""
+    before = list(task_schedules._declared)
+    yield
+    task_schedules._declared[:] = before
+
+
+def in_settings(settings, **entries: dict[str, object]) -> None:
+    settings.JOBCLAIMS = {"TASK_SCHEDULES": entries}
+
+
+def test_the_decorator_returns_the_task_and_schedules_it_under_its_claimed_job():
+    assert scheduled("0 3 * * *", kwargs={"tag": "night"}, retries=2)(tasks.counted_fire) is (
+        tasks.counted_fire
+    )
+    (job,) = discovery.schedules_of("tests.testapp.tasks.counted_fire")
+    assert job.job == "tests.testapp.tasks.counted_fire"
+    assert (job.cron.expression, job.retry.retries, job.allow_overlap) == ("0 3 * * *", 2, True)
+    assert isinstance(job.task, TaskTarget)
+    assert dict(job.task.kwargs) == {"tag": "night"}
+    assert "tests.testapp.tasks.counted_fire" in discovery.jobs_in_code()
+
+
+def test_several_schedules_of_a_task_are_named_by_their_arguments(settings):
+    in_settings(
+        settings,
+        eu={"task": "tests.testapp.tasks.counted_fire", "schedule": "0 * * * *", "args": ["eu"]},
+        us={"task": "tests.testapp.tasks.counted_fire", "schedule": "30 * * * *"},
+    )
+    jobs, problems = discovery.usable_jobs()
+    names = sorted(job.job for job in jobs if job.task is not None)
+    assert problems == {}
+    assert names == [
+        "tests.testapp.tasks.counted_fire[eu]",
+        "tests.testapp.tasks.counted_fire[us]",
+    ]
+    by_name = {job.name: job for job in jobs if job.task is not None}
+    eu = by_name["eu"].task
+    assert isinstance(eu, TaskTarget)
+    assert eu.args == ("eu",)
+
+
+def test_a_schedule_that_cannot_work_is_named_with_the_fix(settings):
+    in_settings(
+        settings,
+        bad={"task": "tests.testapp.tasks.counted_fire", "schedule": "0 3 * * *", "misfire": "x"},
+    )
+    jobs, problems = discovery.usable_jobs()
+    assert all(job.task is None for job in jobs)
+    (problem,) = problems.values()
+    assert "TASK_SCHEDULES['bad']" in problem
+    assert "misfire 'x' is not one of" in problem
+    (warning,) = [each for each in check_schedules() if "TASK_SCHEDULES" in each.msg]
+    assert warning.id == "jobclaims.W005"
+
+
+def test_a_task_that_cannot_take_its_fire_over_is_a_check_error(settings):
+    in_settings(
+        settings, raw={"task": "tests.testapp.tasks.unclaimed_fire", "schedule": "* * * * *"}
+    )
+    (error,) = check_scheduled_tasks()
+    assert error.id == "jobclaims.E009"
+    assert "does not run a @claimed function" in error.msg
+    assert "put @claimed() under @task" in error.msg
+    assert discovery.usable_jobs()[0] == [job for job in discovery.usable_jobs()[0] if not job.task]
+
+
+def test_a_bad_setting_is_refused_by_check_e003(settings):
+    settings.JOBCLAIMS = {"TASK_SCHEDULES": {"nightly": {"schedule": "0 3 * * *"}}}
+    with pytest.raises(Exception, match="must name its task by dotted path"):
+        call_command("check", "--tag", "jobclaims")
+
+
+def test_a_task_that_beat_schedules_too_is_a_warning(settings):
+    in_settings(
+        settings, fire={"task": "tests.testapp.tasks.counted_fire", "schedule": "* * * * *"}
+    )
+    settings.CELERY_BEAT_SCHEDULE = {
+        "fire": {"task": "tests.testapp.tasks.counted_fire", "schedule": 60.0}
+    }
+    (warning,) = check_beat_and_jobclaims()
+    assert warning.id == "jobclaims.W006"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_claim_and_the_message_commit_together_and_one_copy_adopts(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESTS_FIRES_FILE", str(tmp_path / "fires"))
+    scheduled("0 3 * * *", lease=MINUTE)(tasks.counted_fire)
+    (job,) = discovery.schedules_of("tests.testapp.tasks.counted_fire")
+    key = "2026-12-01T03:00+00:00"
+
+    def claim(lease: datetime.timedelta):
+        return JobRun.objects.try_claim(
+            job.job, key, lease=lease, schedule=job.slots.recorded_schedule
+        )
+
+    assert job.task is not None
+    run = job.task.fire(job, claim, start_lease=MINUTE, jittered=False)
+    assert isinstance(run, JobRun)
+    assert run.started_at is None
+    from django_tasks_db.models import DBTaskResult
+
+    (message,) = DBTaskResult.objects.all()
+    fire = message.args_kwargs["kwargs"][FIRE_KWARG]
+    assert QueuedFire.from_json(fire).token == str(run.token)
+    # The worker's first copy adopts the claim and runs; a second steps aside.
+    assert tasks.counted_fire.call(**message.args_kwargs["kwargs"]) == key
+    assert tasks.counted_fire.call(**json.loads(json.dumps(message.args_kwargs["kwargs"]))) is None
+    run.refresh_from_db()
+    assert run.status == JobRun.Status.SUCCEEDED
+    assert run.started_at is not None
+    assert (tmp_path / "fires").read_text().count(key) == 1

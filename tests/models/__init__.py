@@ -1,0 +1,1 @@
+"""Tests of jobclaims.models and the migration."""

@@ -1,0 +1,1 @@
+"""Tests of jobclaims.monitoring: health, jobclaims_status, missed windows."""

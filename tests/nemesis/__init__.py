@@ -1,2 +1,0 @@
-"""The project's own nemesis: real job processes race windows on a cluster
-while faults are injected at random moments (see tests/nemesis/run.py)."""

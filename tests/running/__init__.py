@@ -1,0 +1,1 @@
+"""Tests of jobclaims.running: a run under its claim."""

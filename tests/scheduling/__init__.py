@@ -1,0 +1,1 @@
+"""Tests of jobclaims.scheduling: schedulers on several hosts."""

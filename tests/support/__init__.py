@@ -1,0 +1,1 @@
+"""What the tests share: helpers, factories, the Celery fleet, the routers."""

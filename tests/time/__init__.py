@@ -1,0 +1,1 @@
+"""Tests of jobclaims.time: the clock, windows, slots and spans."""
