@@ -17,6 +17,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from jobclaims.admin.base import WritesFirstAdmin
 from jobclaims.conf import jobclaims_settings
 from jobclaims.controls import pauses
 from jobclaims.exceptions import UnknownJob
@@ -61,7 +62,7 @@ class PauseForm(forms.ModelForm):
 
 
 @admin.register(JobPause)
-class JobPauseAdmin(admin.ModelAdmin):
+class JobPauseAdmin(WritesFirstAdmin):
     form = PauseForm
     list_display = (
         "paused_job",

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.contrib import admin, messages
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.admin.utils import display_for_value, flatten_fieldsets
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -23,6 +22,7 @@ from django.utils.translation import ngettext
 from jobclaims.claims.rule import MEANINGS, State
 from jobclaims.conf import jobclaims_settings
 from jobclaims.controls.retiring import retire
+from jobclaims.controls.writing import write_first
 from jobclaims.jobs.discovery import schedule_of
 from jobclaims.models import JobRun, JobRunQuerySet, RetiredJob, SchedulerSeen
 from jobclaims.monitoring.health import checked_overview, gone_jobs, missed_windows
@@ -379,7 +379,7 @@ class JobRunAdmin(admin.ModelAdmin):
         is held for two statements: a job that claims meanwhile skips them.
         """
         db = self.claims_database
-        with transaction.atomic(using=db):
+        with write_first(db):
             rows = list(targets.order_by("pk").select_for_update())
             locked = JobRun.objects.filter(pk__in=[row.pk for row in rows])
             changed = change(locked)

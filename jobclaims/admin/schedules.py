@@ -37,7 +37,6 @@ from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.admin.views.main import PAGE_VAR
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.db.models import F, OuterRef, Window
 from django.db.models.functions import RowNumber
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -52,6 +51,7 @@ from jobclaims.claims import naming
 from jobclaims.claims.rule import Refusal
 from jobclaims.conf import jobclaims_settings
 from jobclaims.controls import backfills, pauses
+from jobclaims.controls.writing import write_first
 from jobclaims.jobs import discovery
 from jobclaims.jobs.schedules import JobSchedule
 from jobclaims.models import JobPause, JobRun, JobTag, ScheduledJob, SchedulerSeen
@@ -426,7 +426,7 @@ class ScheduledJobAdmin(admin.ModelAdmin):
     def _resume(self, request: HttpRequest, schedule: JobSchedule) -> None:
         db = jobclaims_settings.claims_database(JobRun)
         # Locked from the read to the write: the log names the pauses ended.
-        with transaction.atomic(using=db):
+        with write_first(db):
             ended = list(
                 JobPause.objects.db_manager(db)
                 .in_force()

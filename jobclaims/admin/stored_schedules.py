@@ -25,6 +25,7 @@ from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
+from jobclaims.admin.base import WritesFirstAdmin
 from jobclaims.controls import schedule_edits
 from jobclaims.exceptions import EditConflict, UnknownJob
 from jobclaims.jobs import discovery
@@ -86,7 +87,7 @@ class StoredScheduleForm(forms.ModelForm):
 
 
 @admin.register(StoredSchedule)
-class StoredScheduleAdmin(admin.ModelAdmin):
+class StoredScheduleAdmin(WritesFirstAdmin):
     form = StoredScheduleForm
     list_display = (
         "__str__",

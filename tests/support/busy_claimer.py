@@ -1,0 +1,45 @@
+"""A process that claims and releases windows of one job as fast as it can,
+as many schedulers' claims would, for the admin's changes made beside them.
+
+``python -m tests.support.busy_claimer JOB`` says "ready" once it has
+committed its first claim, claims and releases one new window after another
+until its standard input closes, then prints how many it claimed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import threading
+
+LEASE = datetime.timedelta(minutes=1)
+
+
+def main(job: str) -> None:
+    from jobclaims.claims.rule import Refusal
+    from jobclaims.models import JobRun
+
+    ended = threading.Event()
+
+    def until_stdin_closes() -> None:
+        sys.stdin.read()
+        ended.set()
+
+    threading.Thread(target=until_stdin_closes, daemon=True).start()
+    claimed = 0
+    while not ended.is_set():
+        run = JobRun.objects.try_claim(job, f"w{claimed}", lease=LEASE)
+        if isinstance(run, Refusal):
+            raise SystemExit(f"window w{claimed} was refused: {run}")
+        run.release()
+        claimed += 1
+        if claimed == 1:
+            print("ready", flush=True)
+    print(claimed, flush=True)
+
+
+if __name__ == "__main__":
+    from jobclaims.running.children import connect_child
+
+    connect_child()
+    main(sys.argv[1])
