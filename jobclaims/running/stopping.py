@@ -54,7 +54,7 @@ def interrupting_on_stop_signals() -> Iterator[None]:
     try:
         with ExitStack() as statements:
             for connection in connections.all():
-                statements.enter_context(connection.execute_wrapper(_statement_whole))
+                statements.enter_context(connection.execute_wrapper(_held_through))
                 statements.enter_context(_transaction_ends_whole(connection))
             yield
     finally:
@@ -62,21 +62,20 @@ def interrupting_on_stop_signals() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _statement_whole(
-    execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
-) -> Any:
-    """Run a statement of the job's main thread with stops held back, and
-    raise the first that came once it has returned.
+def _held_through(call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` with stops held back, the first that came raised
+    once it has returned: each connection's execute wrapper (``call``
+    runs a statement of the job's main thread), and its COMMIT and ROLLBACK.
 
     Raised inside the driver's call, a stop could leave the connection in
     the middle of its exchange with the server (psycopg's wait for a
     result): the job's clean-up on the way out (a ``finally`` that writes)
     then fails or hangs on it, and a polite stop loses what a kill would
-    have lost. A statement that does not return is the stop's grace's to
-    end (``SelfStop``, or the scheduler's SIGKILL).
+    have lost. A call that does not return is the stop's grace's to end
+    (``SelfStop``, or the scheduler's SIGKILL).
     """
     with stops_held_back():
-        return execute(sql, params, many, context)
+        return call(*args)
 
 
 #: What Django sends the driver outside its execute wrappers, and whose
@@ -96,7 +95,7 @@ def _transaction_ends_whole(connection: Any) -> Iterator[None]:
     """
     before = {name: vars(connection).get(name) for name in _TRANSACTION_ENDS}
     for name in _TRANSACTION_ENDS:
-        setattr(connection, name, _whole(getattr(connection, name)))
+        setattr(connection, name, functools.partial(_held_through, getattr(connection, name)))
     try:
         yield
     finally:
@@ -105,15 +104,6 @@ def _transaction_ends_whole(connection: Any) -> Iterator[None]:
                 vars(connection).pop(name, None)
             else:
                 setattr(connection, name, previous)
-
-
-def _whole(call: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(call)
-    def whole(*args: Any, **kwargs: Any) -> Any:
-        with stops_held_back():
-            return call(*args, **kwargs)
-
-    return whole
 
 
 def _interrupt(signum: int, frame: object) -> None:
