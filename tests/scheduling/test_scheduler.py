@@ -861,6 +861,59 @@ def test_a_replacing_fire_cancels_the_run_before_it_and_runs_once_it_stopped(tmp
             assert after.overlap == "replace", after
 
 
+def test_a_replacing_fire_claimed_by_a_late_host_says_it_replaced_the_run_before_it(tmp_path):
+    """The host that wins a replacing fire need not be one that held it
+    back: one that looks late, once the cancelled run has ended, claims it
+    outright, and its run must still say what it waited by. Here the only
+    host looks after the run before the fire was cancelled and had ended:
+    it never saw that run going."""
+    schedule = "*/20 * * * * *"
+    cron = CronSchedule(schedule)
+    for region in ("eu", "us"):
+        ScheduleVersion.objects.create(
+            job=f"regions[--region {region}]", fingerprint=fingerprint(schedule), schedule=schedule
+        )
+    ScheduleVersion.objects.update(since=database_now() - DAY)
+
+    def into_a_fire() -> datetime.timedelta:
+        now = database_now()
+        return now - cron.latest_fire(now)
+
+    # A second or more past a fire, and 15 s or more before the next: the
+    # scheduler's look below claims this fire, not the next.
+    wait_until(lambda: SECOND <= into_a_fire() <= 5 * SECOND, "a fire a second ago", timeout=30)
+    fire = cron.latest_fire(database_now())
+    before = fire - 20 * SECOND
+    JobRun.objects.create(
+        job="regions[--region eu]",
+        window=cron.key(before),
+        schedule=schedule,
+        owner="a host that cancelled it for the next fire",
+        status=JobRun.Status.CANCELLED,
+        claimed_at=before,
+        expires_at=fire + SECOND / 2,
+        finished_at=fire + SECOND / 2,
+        cancelled_by="jobclaims_scheduler, replacing it (overlap = replace)",
+        cancelled_at=fire,
+    )
+    env = {
+        "REGIONS_SCHEDULE": schedule,
+        "REGIONS_OVERLAP": "replace",
+        "REGIONS_HOLD": "0",
+        "APPENDED_LOG": str(tmp_path / "runs.log"),
+    }
+
+    [host] = start("jobclaims_scheduler", "--once", "--job", "regions", env=env)
+    result = host.finish(timeout=60)
+
+    assert result.returncode == 0, result
+    eu = JobRun.objects.get(job="regions[--region eu]", window=cron.key(fire))
+    assert eu.status == JobRun.Status.SUCCEEDED, eu
+    assert eu.overlap == "replace", eu
+    # A fire that found no run going says nothing of the policy.
+    assert JobRun.objects.get(job="regions[--region us]", window=cron.key(fire)).overlap == ""
+
+
 def test_the_new_code_runs_again_a_fire_the_old_name_handed_off_or_left(tmp_path):
     """The last host of the old code stopped, handing a fire off, and another
     was lost mid-fire: the new code's scheduler runs both under the old name,
