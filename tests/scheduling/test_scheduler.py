@@ -875,14 +875,18 @@ def test_a_replacing_fire_claimed_by_a_late_host_says_it_replaced_the_run_before
         )
     ScheduleVersion.objects.update(since=database_now() - DAY)
 
+    def latest_fire() -> datetime.datetime:
+        fire = cron.latest_fire(database_now())
+        assert fire is not None, "a fire every 20 s"
+        return fire
+
     def into_a_fire() -> datetime.timedelta:
-        now = database_now()
-        return now - cron.latest_fire(now)
+        return database_now() - latest_fire()
 
     # A second or more past a fire, and 15 s or more before the next: the
     # scheduler's look below claims this fire, not the next.
     wait_until(lambda: SECOND <= into_a_fire() <= 5 * SECOND, "a fire a second ago", timeout=30)
-    fire = cron.latest_fire(database_now())
+    fire = latest_fire()
     before = fire - 20 * SECOND
     JobRun.objects.create(
         job="regions[--region eu]",
