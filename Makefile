@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# pytest's arguments (tox.ini's default: -n auto --dist loadgroup, a test
+# pytest's arguments (tox.ini's default: -n auto --dist loadgroup --durations=30, a test
 # database per xdist worker).
 PYTEST_ARGS ?=
 
