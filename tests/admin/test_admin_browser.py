@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -85,10 +86,15 @@ def log_in(browser: WebDriver, live_server, user: User) -> None:
 
 def follow(browser: WebDriver, element: WebElement) -> None:
     """Click ``element`` and wait until the page it leads to has replaced its
-    own: until then, what the test reads may be the old page's."""
+    own: until then, what the test reads may be the old page's.
+
+    Asked about the old page while the new one replaces it, chromedriver may
+    answer with an error of its own ("Node with given id does not belong to
+    the document") rather than call the element stale: the wait asks again.
+    """
     page = browser.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(browser, 30).until(staleness_of(page))
+    WebDriverWait(browser, 30, ignored_exceptions=(WebDriverException,)).until(staleness_of(page))
 
 
 def badges(browser: WebDriver) -> dict[str, str]:
