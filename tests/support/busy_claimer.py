@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import sys
-import threading
 
 LEASE = datetime.timedelta(minutes=1)
 
@@ -18,14 +17,9 @@ LEASE = datetime.timedelta(minutes=1)
 def main(job: str) -> None:
     from jobclaims.claims.rule import Refusal
     from jobclaims.models import JobRun
+    from tests.support.helpers import stdin_closed
 
-    ended = threading.Event()
-
-    def until_stdin_closes() -> None:
-        sys.stdin.read()
-        ended.set()
-
-    threading.Thread(target=until_stdin_closes, daemon=True).start()
+    ended = stdin_closed()
     claimed = 0
     while not ended.is_set():
         run = JobRun.objects.try_claim(job, f"w{claimed}", lease=LEASE)

@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -138,3 +139,16 @@ def output_of(job: str) -> str:
     output = JobRun.objects.get(job=job).output
     assert output is not None, f"{job}'s run kept no output"
     return output
+
+
+def stdin_closed() -> threading.Event:
+    """An event set once this process's standard input closes: how a test
+    tells a support process it started to finish what it is doing."""
+    closed = threading.Event()
+
+    def wait() -> None:
+        sys.stdin.read()
+        closed.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+    return closed

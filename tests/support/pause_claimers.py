@@ -16,7 +16,6 @@ import datetime
 import os
 import random
 import sys
-import threading
 import time
 
 #: The longest a won claim waits before it starts: a job process's start-up.
@@ -30,14 +29,9 @@ def main(job: str) -> None:
     from jobclaims.models import JobRun
     from jobclaims.running.holding import holding
     from jobclaims.time.clock import database_now
+    from tests.support.helpers import stdin_closed
 
-    ended = threading.Event()
-
-    def until_stdin_closes() -> None:
-        sys.stdin.read()
-        ended.set()
-
-    threading.Thread(target=until_stdin_closes, daemon=True).start()
+    ended = stdin_closed()
     print("ready", flush=True)
     number = 0
     while not ended.is_set():
