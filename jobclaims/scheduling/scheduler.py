@@ -20,8 +20,9 @@ attempt runs on one host.
 
 Stopped by SIGTERM or SIGINT, a scheduler starts nothing more and gives its
 running jobs ``grace`` to finish; then (or at a second signal) it passes the
-signal on and hands each interrupted fire off, due for a retry at once, to
-the next live scheduler that looks, and records itself stopped: health
+signal on (SIGKILL after the job's ``timeout_grace`` if it still runs) and
+hands each interrupted fire off, due for a retry at once, to the next live
+scheduler that looks, and records itself stopped: health
 counts it live no longer. A scheduler killed outright leaves its claims to
 expire and be taken over, like any dead holder, and counts as live until
 ``SCHEDULER_GRACE`` has passed.
@@ -55,6 +56,7 @@ from jobclaims.scheduling.forking import ForkedProcess
 from jobclaims.scheduling.launch import JobProcess, Launcher
 from jobclaims.scheduling.live_schedules import LiveSchedules
 from jobclaims.scheduling.seen import SeenRecorder
+from jobclaims.scheduling.wakeup import Wakeup
 from jobclaims.time import leases, wall_times
 from jobclaims.time.clock import DatabaseNow, database_now
 
@@ -87,8 +89,11 @@ class Child:
     interrupted: bool = False
     #: Why this scheduler stopped it, if it did: timed out or cancelled.
     stopped: str | None = None
-    #: When (``time.monotonic()``) a stopped child that still runs is killed.
-    kill_at: float = 0.0
+    #: When (``time.monotonic()``) a child sent SIGTERM, or the stop signal
+    #: passed on, is killed if it still runs: its job's ``timeout_grace`` later.
+    kill_at: float | None = None
+    #: The signal it was sent last, by name.
+    sent: str = ""
     #: When, by the database clock, this scheduler had sent its timeout's
     #: SIGTERM, if it could read it: a success its run recorded after that
     #: was cut short by the timeout (``attempts.after_timeout()``).
@@ -100,9 +105,24 @@ class Child:
     def stop(self, why: str) -> None:
         """SIGTERM now, SIGKILL after the job's grace (``watch()`` sends it)."""
         self.stopped = why
-        self.kill_at = time.monotonic() + self.job.timeout_grace.total_seconds()
+        self.signal(signal.SIGTERM)
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` if it still runs, and kill it after the job's grace
+        (``kill_if_past_grace()``), or sooner if a kill was due sooner."""
+        kill_at = time.monotonic() + self.job.timeout_grace.total_seconds()
+        self.kill_at = kill_at if self.kill_at is None else min(self.kill_at, kill_at)
+        self.sent = signal.Signals(signum).name
         if self.process.poll() is None:
-            self.process.terminate()
+            self.process.send_signal(signum)
+
+    def kill_if_past_grace(self, now: float) -> bool:
+        """SIGKILL it if it still runs past ``kill_at``; whether it was."""
+        if self.kill_at is None or now < self.kill_at or self.process.poll() is not None:
+            return False
+        self.process.kill()
+        self.kill_at = None  # Killed once: its end is reaped next.
+        return True
 
     def past_timeout(self, now: float) -> bool:
         timeout = self.job.timeout
@@ -168,9 +188,9 @@ class Scheduler:
         self.buffered: dict[str, tuple[datetime.datetime, str]] = {}
         #: Per job, the retry this host scheduled last (``--once`` waits for it).
         self.awaited: dict[str, Awaited] = {}
+        #: Set once a stop signal came: what the history's keeper stops on.
         self.stopping = threading.Event()
-        #: Set once the stop signal was passed on to the running jobs.
-        self.passed_on = threading.Event()
+        #: The stop signal that came first.
         self.signum: int | None = None
         #: What the signal handler leaves to be said (``say_signalled()``).
         self.signalled: deque[str] = deque()
@@ -220,8 +240,8 @@ class Scheduler:
         keeper = retention.Keeper.started(self.stopping, self.warn)
         # Loading while the first look claims: the first start finds it ready.
         self.launcher.open()
-        with self._stop_on_signals():
-            while not self.stopping.is_set():
+        with self._stop_on_signals() as wakeup:
+            while self.signum is None:
                 try:
                     now = database_now(self.db)
                     read_at = time.monotonic()
@@ -235,11 +255,11 @@ class Scheduler:
                         f"The database did not answer ({error}); trying again in {RECONNECT:.0f} s"
                     )
                     close_old_connections()
-                    self.stopping.wait(RECONNECT)
+                    wakeup.wait(RECONNECT)
                     continue
                 # The time the claims took is part of the wait already.
-                self.stopping.wait(max(self._sleep(now) - (time.monotonic() - read_at), 0.002))
-            self.shutdown()
+                wakeup.wait(max(self._sleep(now) - (time.monotonic() - read_at), 0.002))
+            self.shutdown(wakeup)
         self.launcher.close()
         keeper.join()
         self.seen.stopped()
@@ -249,10 +269,10 @@ class Scheduler:
         and for the retries of the fires it ran that failed.
 
         Fires that come due meanwhile are left to the next ``--once``."""
-        with self._stop_on_signals():
+        with self._stop_on_signals() as wakeup:
             # The fires due as it started; a later one is the next --once's.
             started = database_now(self.db)
-            while not self.stopping.is_set():
+            while self.signum is None:
                 self.reap()
                 self.watch()
                 self.start_delayed()
@@ -268,8 +288,8 @@ class Scheduler:
                     wait = (soonest - now).total_seconds() + 0.002
                 if self.delayed:
                     wait = min(wait, self._until_delayed())
-                self.stopping.wait(wait)
-            self.shutdown()
+                wakeup.wait(wait)
+            self.shutdown(wakeup)
         self.launcher.close()
         if self.signum is None:  # Its jobs have ended: the history's pass, if due.
             retention.run_due_pass(self.warn)
@@ -432,12 +452,15 @@ class Scheduler:
                     f"{child.run} reached its timeout of {child.job.timeout}: sent pid "
                     f"{child.process.pid} SIGTERM"
                 )
-            elif child.stopped and now >= child.kill_at and child.process.poll() is None:
-                child.process.kill()
-                self.warn(
-                    f"{child.run} still ran {child.job.timeout_grace} after its SIGTERM: "
-                    f"sent pid {child.process.pid} SIGKILL"
-                )
+            else:
+                self._kill_if_past_grace(child, now)
+
+    def _kill_if_past_grace(self, child: Child, now: float) -> None:
+        if child.kill_if_past_grace(now):
+            self.warn(
+                f"{child.run} still ran {child.job.timeout_grace} after its {child.sent}: "
+                f"sent pid {child.process.pid} SIGKILL"
+            )
 
     def keep_for_adoption(self) -> None:
         """Renew the start lease of each live child that has not adopted its
@@ -505,10 +528,15 @@ class Scheduler:
             self.awaited[run.job] = Awaited(run.window, due)
         return f"; it {recorded}, so it is retried at {due:%H:%M:%S.%f} UTC" if due else ""
 
-    def shutdown(self) -> None:
+    def shutdown(self, wakeup: Wakeup | None = None) -> None:
         """Give running jobs the grace to end, then pass the stop signal on,
         and wait for them to end. A fire still waiting out its jitter is
-        handed off at once to the next scheduler that looks: it never started."""
+        handed off at once to the next scheduler that looks: it never started.
+
+        ``wakeup``, the stop signals' (``_stop_on_signals()``), ends the
+        grace's waits at a second signal."""
+        pause = time.sleep if wakeup is None else wakeup.wait
+        self.stopping.set()
         self.say_signalled()
         for each in self.delayed.values():
             if attempts.hand_off(each.run, "Its scheduler stopped before its jitter was over."):
@@ -516,18 +544,28 @@ class Scheduler:
         self.delayed.clear()
         if self.signum is not None:
             deadline = time.monotonic() + self.grace.total_seconds()
-            while self.children and time.monotonic() < deadline:
+            # Until a second signal passes the stop on to every job.
+            while self._not_interrupted() and time.monotonic() < deadline:
                 self.reap()
                 self.watch()
                 self.say_signalled()
-                self.passed_on.wait(min(POLL / 10, max(deadline - time.monotonic(), 0)))
+                pause(min(POLL / 10, max(deadline - time.monotonic(), 0)))
             self.pass_on(self.signum)
+        # A job that ignores the signal passed on is killed after its grace:
+        # it must not keep its fire from the next scheduler forever.
         while self.children:
             self.reap()
+            now = time.monotonic()
+            for child in self.children.values():
+                self._kill_if_past_grace(child, now)
             self.say_signalled()
             if self.children:
                 time.sleep(POLL / 10)
         self.say_signalled()
+
+    def _not_interrupted(self) -> bool:
+        """Whether a running job has not had the stop signal passed on yet."""
+        return any(not child.interrupted for child in self.children.values())
 
     def say_signalled(self) -> None:
         """Say what the stop signals that came asked to be said, in order."""
@@ -539,8 +577,7 @@ class Scheduler:
         for child in list(self.children.values()):
             if not child.interrupted and child.process.poll() is None:
                 child.interrupted = True
-                child.process.send_signal(signum)
-        self.passed_on.set()
+                child.signal(signum)
 
     def _to_claim(
         self, job: JobSchedule, now: datetime.datetime
@@ -815,22 +852,33 @@ class Scheduler:
         return max(wait, 0) + 0.002
 
     @contextmanager
-    def _stop_on_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
+    def _stop_on_signals(self) -> Iterator[Wakeup]:
+        """Take SIGTERM and SIGINT while the block runs; what the block
+        waits on, which a signal wakes."""
+        wakeup = Wakeup()
+        try:
+            if threading.current_thread() is threading.main_thread():
+                with self._handling_stops(wakeup):
+                    yield wakeup
+            else:
+                yield wakeup
+        finally:
+            wakeup.close()
 
+    @contextmanager
+    def _handling_stops(self, wakeup: Wakeup) -> Iterator[None]:
         def stop(signum: int, frame: object) -> None:
             # The handler runs between two of the main thread's bytecodes,
             # maybe inside its write to stdout, which a second write would
             # break (a reentrant call): it leaves what to say to that thread.
+            # Maybe inside a lock's hold too: it takes none (``Wakeup``).
             name = signal.Signals(signum).name
             if self.signum is not None:
                 self.pass_on(signum)
                 self.signalled.append(f"{name} again: passing it on to the running jobs")
+                wakeup.wake()
                 return
             self.signum = signum
-            self.stopping.set()
             if self.children:
                 self.signalled.append(
                     f"Stopping on {name}: no new jobs start; the running ones have "
@@ -838,6 +886,7 @@ class Scheduler:
                 )
             else:
                 self.signalled.append(f"Stopping on {name}: no new jobs start")
+            wakeup.wake()
 
         previous = {
             signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)

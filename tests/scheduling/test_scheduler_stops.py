@@ -10,12 +10,15 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import threading
+import time
 
 import pytest
 
 from jobclaims.models import JobRun
 from jobclaims.testing import Instance, start
 from tests.support.helpers import wait_until
+from tests.testapp.management.commands import stubborn
 from tests.testapp.management.commands.slow_charge import DONE, STARTED
 from tests.testapp.models import Charge
 
@@ -59,15 +62,23 @@ def fire_in_progress(hosts: list[Instance]) -> tuple[str, Instance]:
     return found[0]
 
 
-def read_until(host: Instance, text: str) -> list[str]:
+def read_until(host: Instance, text: str, timeout: float = 60) -> list[str]:
     """The host's output lines up to the first holding ``text``: a barrier on
     what the scheduler says, so that a second signal is not sent before the
-    first was handled (two pending signals of one kind arrive as one)."""
+    first was handled (two pending signals of one kind arrive as one).
+
+    A host that has not said it within ``timeout`` seconds is killed, which
+    ends the read: a scheduler hung on its stop fails the test, not the run."""
     assert host.process.stdout is not None, "started with stdout=PIPE"
     lines: list[str] = []
-    while text not in (line := host.process.stdout.readline()):
-        assert line, f"the scheduler ended without saying {text!r}: {lines}"
-        lines.append(line)
+    watchdog = threading.Timer(timeout, host.process.kill)
+    watchdog.start()
+    try:
+        while text not in (line := host.process.stdout.readline()):
+            assert line, f"the scheduler ended without saying {text!r}: {lines}"
+            lines.append(line)
+    finally:
+        watchdog.cancel()
     return [*lines, line]
 
 
@@ -164,3 +175,38 @@ def test_a_stopped_scheduler_lets_its_job_finish_in_the_grace_and_a_second_signa
     assert "SIGINT again: passing it on" in said_twice
     assert "handed off to the next scheduler" in said_twice
     assert assert_ran_once_to_the_end(interrupted).attempt == 2
+
+
+@pytest.mark.xdist_group("fleets")
+def test_a_job_that_ignores_the_stop_passed_on_is_killed_after_its_grace_and_handed_off():
+    # A job stuck in a call ignores SIGTERM. Its scheduler, stopped, must
+    # still end: it kills the job its grace after the stop reached it, and
+    # hands the fire off. The stop comes with a burst of SIGTERMs, as from
+    # an impatient operator: each lands at some bytecode of the scheduler's
+    # wait, and a handler that took a lock there (an Event's) hung it.
+    env = {"STUBBORN_SCHEDULE": "* * * * *", "STUBBORN_IGNORES_SIGTERM": "1", "STUBBORN_GRACE": "2"}
+    [host] = start("jobclaims_scheduler", "--once", "--job", "stubborn", "--grace", "30", env=env)
+    started = Charge.objects.filter(job="stubborn", step=stubborn.STARTED)
+    try:
+        wait_until(started.exists, "the stubborn job to start", timeout=40)
+        host.process.send_signal(signal.SIGTERM)
+        said = read_until(host, "SIGTERM")
+        sent_at = time.monotonic()
+        for _ in range(500):
+            host.process.send_signal(signal.SIGTERM)
+            time.sleep(0.002)
+        result = host.finish(timeout=40)
+        took = time.monotonic() - sent_at
+    finally:
+        host.stop()
+
+    assert result.returncode == 0, result
+    output = "".join(said) + result.stdout + result.stderr
+    assert "SIGTERM again: passing it on to the running jobs" in output
+    assert f"after its SIGTERM: sent pid {started.get().pid} SIGKILL" in output
+    assert "handed off to the next scheduler" in output
+    # Its job's grace after the stop reached it, not the scheduler's 30 s.
+    assert took < 20, took
+    run = JobRun.objects.get(job="stubborn")
+    assert (run.status, run.failures) == (JobRun.Status.RETRYING, 0)
+    assert not Charge.objects.filter(job="stubborn", step=stubborn.CLEANED).exists()
