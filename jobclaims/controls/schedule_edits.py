@@ -26,6 +26,8 @@ from django.db.models import F
 
 from jobclaims.exceptions import EditConflict, UnknownJob
 from jobclaims.jobs import discovery
+from jobclaims.jobs.commands import JobCommand
+from jobclaims.jobs.schedules import JobSchedule
 from jobclaims.jobs.stored_schedules import count_a_change, job_of
 from jobclaims.models import StoredSchedule
 from jobclaims.time.clock import DatabaseNow
@@ -72,11 +74,14 @@ def change_schedule(
     as the edits before left it. ``ValueError`` naming the fix, and nothing
     written, for a change that would leave it unable to run."""
     changes = _editable(changes)
+    # Read before the change takes its lock, which holds every claim of
+    # SQLite's file off: what the check compares with changes with a deploy.
+    known = code_known()
     with _name_kept(changes.get("name", name)), transaction.atomic(using=_db()):
         stored = _in_turn(name, version)
         for field, value in changes.items():
             setattr(stored, field, value)
-        check(stored)
+        check(stored, known)
         StoredSchedule.objects.filter(pk=stored.pk).update(
             **{field: getattr(stored, field) for field in EDITABLE},
             version=F("version") + 1,
@@ -124,14 +129,26 @@ def _name_kept(name: str) -> Iterator[None]:
         ) from None
 
 
-def check(stored: StoredSchedule) -> None:
+def check(stored: StoredSchedule, known: Known | None = None) -> None:
     """Refuse ``stored`` with ``ValueError`` naming the fix if it could not
-    be saved (a field too long, a name taken) or could not run."""
+    be saved (a field too long, a name taken) or could not run; ``known``,
+    the code's jobs (``code_known()``), if read already."""
     try:
         stored.full_clean(exclude=["version", "created_by", "changed_by"])
     except ValidationError as error:
         raise ValueError(_said(error)) from None
-    job_of(stored, discovery.job_commands(), discovery.usable_jobs()[0])
+    job_of(stored, *(known or code_known()))
+
+
+#: The code's job commands, and its usable schedules.
+Known = tuple[dict[str, JobCommand], list[JobSchedule]]
+
+
+def code_known() -> Known:
+    """What a stored schedule is checked against: the code's job commands,
+    which it may run, and schedules, whose names it must not take. Most of
+    a check's cost (every command is loaded), and the same until a deploy."""
+    return discovery.job_commands(), discovery.usable_jobs()[0]
 
 
 def _editable(fields: dict[str, Any]) -> dict[str, Any]:
