@@ -36,6 +36,7 @@ from jobclaims.exceptions import (
 )
 
 if TYPE_CHECKING:
+    from jobclaims.claims.batch import Fire
     from jobclaims.claims.naming import ALL_JOBS
     from jobclaims.claims.rule import PauseNote, Reason, Refusal
     from jobclaims.controls.pauses import pause, resume
@@ -79,6 +80,7 @@ _LOADED_WHEN_ASKED = {
     "change_schedule": "jobclaims.controls.schedule_edits",
     "delete_schedule": "jobclaims.controls.schedule_edits",
     "Refusal": "jobclaims.claims.rule",
+    "Fire": "jobclaims.claims.batch",
     "Reason": "jobclaims.claims.rule",
     "PauseNote": "jobclaims.claims.rule",
 }
@@ -88,6 +90,7 @@ __all__ = [
     "ClaimFailed",
     "ClaimLost",
     "EditConflict",
+    "Fire",
     "JobCancelled",
     "JobCommand",
     "JobInterrupted",

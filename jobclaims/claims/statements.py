@@ -149,6 +149,9 @@ class ClaimedThenRead(NamedTuple):
 class ClaimStatements:
     """Sends one backend's statements, each a single round trip."""
 
+    #: Whether the server is a node of a Galera cluster (MariaDB's only).
+    on_galera = False
+
     def __init__(self, connection: BaseDatabaseWrapper):
         written = self._written(connection)
         # As logged and captured: without the blank lines around the text.
@@ -465,7 +468,7 @@ class MySQLStatements(ClaimStatements):
 
     def _written(self, connection: BaseDatabaseWrapper) -> Written:
         sql = mysql
-        self._galera = galera = mysql.on_galera(connection)
+        self.on_galera = galera = mysql.on_galera(connection)
         # MySQL has no INSERT ... RETURNING; MariaDB has, since 10.5.
         returns = connection.features.can_return_columns_from_insert
         # On Galera, the same statements, each run with the setting it needs.
@@ -502,7 +505,7 @@ class MySQLStatements(ClaimStatements):
         return Released(True, mysql.finished_at(cursor.lastrowid))
 
     def _refused_at_once(self, cause: BaseException | None) -> bool:
-        return mysql.refused_at_once(cause, self._galera)
+        return mysql.refused_at_once(cause, self.on_galera)
 
 
 class SQLiteStatements(ClaimStatements):

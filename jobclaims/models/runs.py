@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import cast
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims.claims import rule, validation
+from jobclaims.claims import batch, rule, validation
 from jobclaims.claims.engine import Claim, Takeover, process_owner
 from jobclaims.claims.rule import Refusal
 from jobclaims.models.managers import ClaimsDatabaseManager
@@ -122,6 +123,24 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         ).take()
         # The claim hands back the row it was given or read from this table.
         return outcome if isinstance(outcome, Refusal) else cast("JobRun", outcome)
+
+    def try_claim_many(
+        self, fires: Sequence[batch.Fire], owner: str | None = None
+    ) -> list[JobRun | Refusal | None]:
+        """Claim many fires due at one instant, in a few statements for all
+        of them (``jobclaims.claims.batch``): for each fire, its held run,
+        the ``Refusal`` recorded as its skip, or ``None`` where the batch
+        did not settle it (its row's holder died, it failed, a pause or a
+        slot's run refuses it): claim that one with ``try_claim()``, which
+        takes over or refuses by the whole rule.
+
+        For a scheduler's look: no force, and a failed window left alone.
+        Outside any transaction, and off a Galera node: there every fire
+        comes back ``None``.
+        """
+        outcomes = batch.claim_fires(self.model, fires, self.claims_db(), owner)
+        # The batch hands back the rows it was given.
+        return cast("list[JobRun | Refusal | None]", outcomes)
 
 
 class JobRun(models.Model):

@@ -44,6 +44,7 @@ from django.db import DatabaseError, close_old_connections
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
+from jobclaims.claims.batch import Fire
 from jobclaims.claims.rule import Reason, Refusal
 from jobclaims.conf import jobclaims_settings
 from jobclaims.controls import pauses
@@ -306,28 +307,23 @@ class Scheduler:
         # already committed by another host, rather than meet its INSERT.
         looked_at = [job for job in self.jobs if not self._quiet(job, now)]
         random.shuffle(looked_at)
+        together: list[tuple[JobSchedule, datetime.datetime, str]] = []
         for job in looked_at:
             if job.job in self.children:
                 self._overlapped_here(job, now)
                 continue  # Never a second copy of a job this host is running.
             if job.job in self.delayed or job.job in retried:
                 continue
-            if job.task is None and self._busy(won) >= self.max_jobs:
+            if job.task is None and self._busy(won) + len(together) >= self.max_jobs:
                 continue  # Left for a host with room, or for the next look.
             to_claim = self._to_claim(job, now)
             if not to_claim and job.job not in self.catching_up | self.buffered.keys():
                 self._quiet_until_next_fire(job, now)
-            for fire, key in to_claim:
-                self.tried[job.job] = fire
-                outcome = self._try_claim(job, key)
-                if isinstance(outcome, JobRun):
-                    self._ran_after_waiting(job, fire, outcome)
-                    won.append((job, fire, outcome))
-                    break
-                if outcome.reason == Reason.OVERLAP and job.overlap in Overlap.holding_back:
-                    self._hold_back(job, fire, key)
-                else:  # Another host won it, a pause refused it: it waits no more.
-                    self.buffered.pop(job.job, None)
+            if job.task is None and len(to_claim) == 1:
+                together.append((job, *to_claim[0]))
+            else:
+                self._claim_in_turn(job, to_claim, won)
+        self._claim_together(together, won)
         # Every claim first, then the processes: starting one takes longer
         # than a claim, and the other fires' claims need not wait for it.
         for job, fire, run in won:
@@ -338,6 +334,68 @@ class Scheduler:
                 self.delayed[job.job] = Delayed(job, fire, run, delay, time.monotonic() + delay)
             else:
                 self._start(job, fire, run)
+
+    def _claim_in_turn(
+        self,
+        job: JobSchedule,
+        to_claim: list[tuple[datetime.datetime, str]],
+        won: list[tuple[JobSchedule, datetime.datetime, JobRun]],
+    ) -> None:
+        """Claim ``job``'s fires one at a time, oldest first, until one is won."""
+        for fire, key in to_claim:
+            self.tried[job.job] = fire
+            if self._take_outcome(job, fire, key, self._try_claim(job, key), won):
+                return
+
+    def _claim_together(
+        self,
+        together: list[tuple[JobSchedule, datetime.datetime, str]],
+        won: list[tuple[JobSchedule, datetime.datetime, JobRun]],
+    ) -> None:
+        """Claim the commands' fires due at this look, one each, in a few
+        statements for all of them (``JobRun.objects.try_claim_many``): a
+        thousand jobs due at one instant cost a losing host two statements,
+        not two thousand. A fire the batch left unsettled (its holder died,
+        a pause refused it) is claimed alone, by the whole rule."""
+        if not together:
+            return
+        fires = [
+            Fire(
+                job.job,
+                key,
+                min(job.lease, START_LEASE) + (job.jitter or datetime.timedelta()),
+                allow_overlap=job.allow_overlap,
+                schedule=job.slots.recorded_schedule,
+                series=job.series,
+            )
+            for job, _, key in together
+        ]
+        outcomes = JobRun.objects.try_claim_many(fires)
+        for (job, fire, key), outcome in zip(together, outcomes, strict=True):
+            self.tried[job.job] = fire
+            if outcome is None:
+                outcome = self._try_claim(job, key)
+            self._take_outcome(job, fire, key, outcome, won)
+
+    def _take_outcome(
+        self,
+        job: JobSchedule,
+        fire: datetime.datetime,
+        key: str,
+        outcome: JobRun | Refusal,
+        won: list[tuple[JobSchedule, datetime.datetime, JobRun]],
+    ) -> bool:
+        """Take a claim's outcome in: a fire won, to start; one held back by
+        the job's overlap policy; or one that waits no more. Whether won."""
+        if isinstance(outcome, JobRun):
+            self._ran_after_waiting(job, fire, outcome)
+            won.append((job, fire, outcome))
+            return True
+        if outcome.reason == Reason.OVERLAP and job.overlap in Overlap.holding_back:
+            self._hold_back(job, fire, key)
+        else:  # Another host won it, a pause refused it: it waits no more.
+            self.buffered.pop(job.job, None)
+        return False
 
     def _quiet(self, job: JobSchedule, now: datetime.datetime) -> bool:
         """Whether ``job`` has nothing to claim at ``now`` for sure: it had

@@ -218,6 +218,89 @@ ON DUPLICATE KEY UPDATE
 RETURNING reason
 """
 
+#: The claims of many fires at one instant, in one statement
+#: (``jobclaims.claims.batch``): ``{fires}`` is its rows, each written as
+#: ``FIRE``, in the order of their keys. ``INSERT IGNORE`` inserts nothing
+#: where a unique key is taken; a key another transaction is writing is
+#: waited for up to a second, as a loser must wait to learn who won, and the
+#: one order every host inserts in lets the waits form a queue, not a cycle.
+#: Rows of values, not ``INSERT ... SELECT``: InnoDB would hold the table's
+#: AUTO-INC lock through the whole of that (see ``INSERT_UNLESS_TAKEN``).
+#: The claims read what refuses them first (``REFUSED_MANY``, ``held``).
+INSERT_MANY = """
+SET STATEMENT innodb_lock_wait_timeout = 1 FOR INSERT IGNORE INTO jobclaims_jobrun
+    (job, `window`, schedule, owner, token, holds_job, slot_start, slot_end, series,
+     status, attempt, failures, error, claimed_at, expires_at)
+VALUES {fires}
+RETURNING id, job, `window`, claimed_at, expires_at
+"""
+
+#: One row of ``INSERT_MANY``.
+FIRE = (
+    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', 1, 0, '',"
+    " UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND)"
+)
+
+#: Of the claims ``{keys}`` names (each written as ``KEY``), those that a
+#: pause of their job or a run of another window covering their slot
+#: refuses: a run held or succeeded (``{held}`` is ``HELD``) before the
+#: claims, as ``PAUSE_OR_SLOT_RUN`` reads for one; succeeded (``{held}``
+#: empty) once they committed, as ``PAUSE_OR_SLOT_SUCCEEDED``. The last
+#: parameter is ``all_jobs``.
+REFUSED_MANY = """
+WITH f (job, `window`, slot_start, slot_end, parent_job) AS (VALUES {keys})
+SELECT f.job, f.`window`
+FROM f
+WHERE EXISTS (
+    SELECT 1 FROM jobclaims_jobpause
+    WHERE (job IN (f.job, f.parent_job, %s)
+           OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = f.parent_job))
+      AND resumed_at IS NULL
+      AND (`until` IS NULL OR `until` > UTC_TIMESTAMP(6)))
+   OR EXISTS (
+    SELECT 1 FROM jobclaims_jobrun r
+    WHERE r.job = f.job AND r.slot_end > f.slot_start AND r.slot_start < f.slot_end
+      AND r.`window` <> f.`window`
+      AND (r.status = 'succeeded'{held}))
+"""
+
+#: ``REFUSED_MANY``'s ``{held}`` before the claims.
+HELD = " OR (r.status = 'running' AND r.expires_at > UTC_TIMESTAMP(6))"
+
+#: One row of ``REFUSED_MANY``'s ``{keys}``.
+KEY = "(%s, %s, %s, %s, %s)"
+
+#: ``SKIP_IF_BLOCKED`` for each row of ``{keys}`` (each written as
+#: ``BLOCKED``): one skip counted per fire a committed row refuses, its
+#: reason returned. The parameter after the rows is the owner.
+SKIP_IF_BLOCKED_MANY = """
+INSERT INTO jobclaims_jobskip (job, `window`, owner, reason, count, skipped_at)
+WITH f (job, `window`, holds_job) AS (VALUES {keys})
+SELECT job, `window`, %s, reason, 1, UTC_TIMESTAMP(6)
+FROM (
+    SELECT f.job, f.`window`,
+           CASE WHEN r.`window` <> f.`window` THEN 'overlap'
+                WHEN r.status = 'succeeded' THEN 'succeeded'
+                ELSE 'held' END AS reason,
+           ROW_NUMBER() OVER (PARTITION BY f.job, f.`window`
+                              ORDER BY r.`window` <> f.`window`) AS nth
+    FROM f JOIN jobclaims_jobrun r
+      ON r.job = f.job AND (r.`window` = f.`window` OR (f.holds_job AND r.holds_job IS NOT NULL))
+    WHERE (r.`window` = f.`window`
+           AND ((r.status IN ('running', 'cancelled') AND r.expires_at > UTC_TIMESTAMP(6))
+                OR r.status = 'succeeded'))
+       OR (r.`window` <> f.`window` AND r.expires_at > UTC_TIMESTAMP(6))
+) AS blocked
+WHERE nth = 1
+ORDER BY job, `window`
+ON DUPLICATE KEY UPDATE
+    count = count + 1, owner = VALUES(owner), skipped_at = VALUES(skipped_at)
+RETURNING job, `window`, reason
+"""
+
+#: One row of ``SKIP_IF_BLOCKED_MANY``'s ``{keys}``.
+BLOCKED = "(%s, %s, %s)"
+
 #: The run's outcome, and what it printed, if it still holds its claim. On Galera the server may
 #: retry it when another node's write to the row wins certification; that
 #: is right here: it returns no rows, so the client is told only the

@@ -257,6 +257,108 @@ WHERE id = %(id)s AND token = %(token)s AND status = 'running'
 RETURNING finished_at
 """
 
+#: The claims of many fires at one instant, in one statement
+#: (``jobclaims.claims.batch``): ``INSERT_UNLESS_TAKEN`` for each row of
+#: ``{fires}`` (each written as ``FIRE``), in the order of their keys. It
+#: waits for a key another transaction is writing, as a loser must wait to
+#: learn who won, up to the lock timeout (``%s``, first after the rows); the
+#: one order every host inserts in lets the waits form a queue, not a cycle.
+#: The last parameter is ``all_jobs``.
+INSERT_MANY = """
+WITH f (job, "window", schedule, owner, token, holds_job, slot_start, slot_end, series,
+        lease, parent_job) AS (VALUES {fires})
+INSERT INTO jobclaims_jobrun
+    (job, "window", schedule, owner, token, holds_job, slot_start, slot_end, series,
+     status, attempt, failures, error, claimed_at, expires_at)
+SELECT f.job, f."window", f.schedule, f.owner, f.token, f.holds_job,
+       f.slot_start, f.slot_end, f.series,
+       'running', 1, 0, '', STATEMENT_TIMESTAMP(), STATEMENT_TIMESTAMP() + f.lease
+FROM f, (SELECT set_config('lock_timeout', %s, true)) AS bounded_wait
+WHERE NOT EXISTS (
+    SELECT FROM jobclaims_jobpause
+    WHERE (job IN (f.job, f.parent_job, %s)
+           OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = f.parent_job))
+      AND resumed_at IS NULL
+      AND ("until" IS NULL OR "until" > STATEMENT_TIMESTAMP()))
+  AND NOT EXISTS (
+    SELECT FROM jobclaims_jobrun r
+    WHERE r.job = f.job AND r.slot_end > f.slot_start AND r.slot_start < f.slot_end
+      AND r."window" <> f."window"
+      AND ((r.status = 'running' AND r.expires_at > STATEMENT_TIMESTAMP())
+           OR r.status = 'succeeded'))
+ORDER BY f.job, f."window"
+ON CONFLICT DO NOTHING
+RETURNING id, job, "window", claimed_at, expires_at
+"""
+
+#: One row of ``INSERT_MANY``'s ``{fires}``, typed: a column of NULLs alone
+#: would be text.
+FIRE = (
+    "(%s, %s, %s, %s, %s::uuid, %s::boolean, %s::timestamptz, %s::timestamptz, %s,"
+    " %s::interval, %s)"
+)
+
+#: Of the claims ``{keys}`` names (each written as ``KEY``), those that a
+#: pause of their job or a success of their slot refuses, read once they
+#: committed, as ``PAUSE_OR_SLOT_SUCCEEDED`` reads for one. The last
+#: parameter is ``all_jobs``.
+REFUSED_MANY = """
+WITH f (job, "window", slot_start, slot_end, parent_job) AS (VALUES {keys})
+SELECT f.job, f."window"
+FROM f
+WHERE EXISTS (
+    SELECT FROM jobclaims_jobpause
+    WHERE (job IN (f.job, f.parent_job, %s)
+           OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = f.parent_job))
+      AND resumed_at IS NULL
+      AND ("until" IS NULL OR "until" > STATEMENT_TIMESTAMP()))
+   OR EXISTS (
+    SELECT FROM jobclaims_jobrun r
+    WHERE r.job = f.job AND r.slot_end > f.slot_start AND r.slot_start < f.slot_end
+      AND r."window" <> f."window" AND r.status = 'succeeded')
+"""
+
+#: One row of ``REFUSED_MANY``'s ``{keys}``.
+KEY = "(%s, %s, %s::timestamptz, %s::timestamptz, %s)"
+
+#: ``INSERT_MANY``, committed, then ``REFUSED_MANY``, in one message, as
+#: ``CLAIM_THEN_PAUSE`` sends one claim and its read.
+CLAIM_MANY_THEN_REFUSED = INSERT_MANY.rstrip() + ";\nCOMMIT;\n" + REFUSED_MANY.lstrip()
+
+#: ``SKIP_IF_BLOCKED`` for each row of ``{keys}`` (each written as
+#: ``BLOCKED``): one skip counted per fire a committed row refuses, its
+#: reason returned; nothing for a fire none refuses. The parameter after
+#: the rows is the owner.
+SKIP_IF_BLOCKED_MANY = """
+WITH f (job, "window", holds_job) AS (VALUES {keys})
+INSERT INTO jobclaims_jobskip (job, "window", owner, reason, count, skipped_at)
+SELECT job, "window", %s, reason, 1, STATEMENT_TIMESTAMP()
+FROM (
+    SELECT f.job, f."window",
+           CASE WHEN r."window" <> f."window" THEN 'overlap'
+                WHEN r.status = 'succeeded' THEN 'succeeded'
+                ELSE 'held' END AS reason,
+           ROW_NUMBER() OVER (PARTITION BY f.job, f."window"
+                              ORDER BY r."window" <> f."window") AS nth
+    FROM f JOIN jobclaims_jobrun r
+      ON r.job = f.job AND (r."window" = f."window" OR (f.holds_job AND r.holds_job IS NOT NULL))
+    WHERE (r."window" = f."window"
+           AND ((r.status IN ('running', 'cancelled') AND r.expires_at > STATEMENT_TIMESTAMP())
+                OR r.status = 'succeeded'))
+       OR (r."window" <> f."window" AND r.expires_at > STATEMENT_TIMESTAMP())
+) AS blocked, (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
+WHERE nth = 1
+ORDER BY job, "window"
+ON CONFLICT (job, "window", reason) DO UPDATE
+SET count = jobclaims_jobskip.count + 1,
+    owner = EXCLUDED.owner,
+    skipped_at = EXCLUDED.skipped_at
+RETURNING job, "window", reason
+"""
+
+#: One row of ``SKIP_IF_BLOCKED_MANY``'s ``{keys}``.
+BLOCKED = "(%s, %s, %s::boolean)"
+
 #: deadlock_detected, serialization_failure and lock_not_available: the
 #: statement or transaction ended with nothing written; try again.
 TRANSIENT = frozenset({"40P01", "40001", "55P03"})

@@ -161,6 +161,88 @@ SET status = %(status)s, error = %(error)s, output = %(output)s, holds_job = NUL
 WHERE id = %(id)s AND token = %(token)s AND status = 'running'
 """
 
+#: The claims of many fires at one instant, in one statement
+#: (``jobclaims.claims.batch``): each row of ``{fires}`` (each written as
+#: ``FIRE``) inserted unless its job is paused, a run of another window
+#: covering its slot is held or succeeded, or a unique key is taken. One
+#: statement takes the write lock once, before its first read, so nothing
+#: can commit between its checks and its rows: no read after it is needed.
+#: The last parameter is ``all_jobs``.
+INSERT_MANY = """
+WITH f (job, "window", schedule, owner, token, holds_job, slot_start, slot_end, series,
+        lease, parent_job) AS (VALUES {fires})
+INSERT INTO jobclaims_jobrun
+    (job, "window", schedule, owner, token, holds_job, slot_start, slot_end, series,
+     status, attempt, failures, error, claimed_at, expires_at)
+SELECT f.job, f."window", f.schedule, f.owner, f.token, f.holds_job,
+       f.slot_start, f.slot_end, f.series,
+       'running', 1, 0, '',
+       REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000', '.000000', ''),
+       REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', f.lease) || '000', '.000000', '')
+FROM f
+WHERE NOT EXISTS (
+    SELECT 1 FROM jobclaims_jobpause
+    WHERE (job IN (f.job, f.parent_job, %s)
+           OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = f.parent_job))
+      AND resumed_at IS NULL
+      AND ("until" IS NULL
+           OR "until" > REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000',
+                                '.000000', '')))
+  AND NOT EXISTS (
+    SELECT 1 FROM jobclaims_jobrun r
+    WHERE r.job = f.job AND r.slot_end > f.slot_start AND r.slot_start < f.slot_end
+      AND r."window" <> f."window"
+      AND ((r.status = 'running'
+            AND r.expires_at > REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000',
+                                       '.000000', ''))
+           OR r.status = 'succeeded'))
+ORDER BY f.job, f."window"
+ON CONFLICT DO NOTHING
+RETURNING id, job, "window", claimed_at, expires_at
+"""
+
+#: One row of ``INSERT_MANY``'s ``{fires}``.
+FIRE = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+#: ``SKIP_IF_BLOCKED`` of PostgreSQL's, for each row of ``{keys}`` (each
+#: written as ``BLOCKED``): one skip counted per fire a committed row
+#: refuses, its reason returned. The parameter after the rows is the owner.
+SKIP_IF_BLOCKED_MANY = """
+WITH f (job, "window", holds_job) AS (VALUES {keys})
+INSERT INTO jobclaims_jobskip (job, "window", owner, reason, count, skipped_at)
+SELECT job, "window", %s, reason, 1,
+       REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000', '.000000', '')
+FROM (
+    SELECT f.job, f."window",
+           CASE WHEN r."window" <> f."window" THEN 'overlap'
+                WHEN r.status = 'succeeded' THEN 'succeeded'
+                ELSE 'held' END AS reason,
+           ROW_NUMBER() OVER (PARTITION BY f.job, f."window"
+                              ORDER BY r."window" <> f."window") AS nth
+    FROM f JOIN jobclaims_jobrun r
+      ON r.job = f.job
+     AND (r."window" = f."window" OR (f.holds_job AND r.holds_job IS NOT NULL))
+    WHERE (r."window" = f."window"
+           AND ((r.status IN ('running', 'cancelled')
+                 AND r.expires_at > REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000',
+                                            '.000000', ''))
+                OR r.status = 'succeeded'))
+       OR (r."window" <> f."window"
+           AND r.expires_at > REPLACE(STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000',
+                                      '.000000', ''))
+) AS blocked
+WHERE nth = 1
+ORDER BY job, "window"
+ON CONFLICT (job, "window", reason) DO UPDATE
+SET count = jobclaims_jobskip.count + 1,
+    owner = excluded.owner,
+    skipped_at = excluded.skipped_at
+RETURNING job, "window", reason
+"""
+
+#: One row of ``SKIP_IF_BLOCKED_MANY``'s ``{keys}``.
+BLOCKED = "(%s, %s, %s)"
+
 #: SQLITE_BUSY and SQLITE_LOCKED (named in sqlite3 from Python 3.11): another
 #: connection holds the lock the statement needs; try again.
 BUSY, LOCKED = 5, 6

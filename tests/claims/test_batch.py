@@ -1,0 +1,168 @@
+"""The claims of many fires at one instant, in a few statements for all
+(``jobclaims.claims.batch``), against the real databases: one winner per
+fire however many hosts race, a loser told why in two statements, and every
+fire the batch cannot settle left to the single claim's whole rule."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from django.db import connection
+from django.db.models import F
+from django.test.utils import CaptureQueriesContext
+
+from jobclaims.claims.batch import Fire
+from jobclaims.claims.rule import Reason, Refusal
+from jobclaims.controls import pauses
+from jobclaims.models import JobRun, JobSkip
+from jobclaims.running.children import child_environment
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEASE = datetime.timedelta(minutes=5)
+
+#: Statements a host sends for one batch that it wins whole, and for one it
+#: loses whole (``jobclaims.claims.batch``): MariaDB reads what refuses the
+#: claims before its insert, and once it committed, if it won.
+WON_IN = {"postgresql": 1, "sqlite": 1, "mysql": 3}
+LOST_IN = {"postgresql": 2, "sqlite": 2, "mysql": 3}
+
+
+def fires(count: int, window: str = "w1") -> list[Fire]:
+    return [Fire(f"job_{n:04d}", window, LEASE, series=f"s{n:04d}") for n in range(count)]
+
+
+def claimed(job: str, window: str, *, allow_overlap: bool = False) -> JobRun:
+    run = JobRun.objects.claim(job, window, lease=LEASE, allow_overlap=allow_overlap)
+    assert run is not None
+    return run
+
+
+def told(outcome: JobRun | Refusal | None) -> str | None:
+    """What a batch said of a fire: its run's status, its refusal's reason, or None."""
+    if outcome is None:
+        return None
+    return outcome.reason if isinstance(outcome, Refusal) else outcome.status
+
+
+def test_one_host_wins_a_thousand_free_fires_at_once_and_another_loses_each_told_why():
+    wanted = fires(1000)
+    with CaptureQueriesContext(connection) as winning:
+        won = JobRun.objects.try_claim_many(wanted, owner="host-a")
+    with CaptureQueriesContext(connection) as losing:
+        lost = JobRun.objects.try_claim_many(wanted, owner="host-b")
+
+    assert {told(run) for run in won} == {"running"}
+    assert {run.job for run in won if isinstance(run, JobRun)} == {f.job for f in wanted}
+    assert {told(refusal) for refusal in lost} == {Reason.HELD}
+    assert JobRun.objects.filter(owner="host-a", status="running").count() == 1000
+    assert not JobRun.objects.exclude(owner="host-a").exists()
+    # Each run holds its lease by the database clock, as a single claim's does.
+    run = JobRun.objects.get(job="job_0007")
+    assert run.expires_at - run.claimed_at == LEASE
+    skips = JobSkip.objects.filter(reason="held", owner="host-b")
+    assert (skips.count(), {skip.count for skip in skips}) == (1000, {1})
+    assert len(winning.captured_queries) == WON_IN[connection.vendor]
+    assert len(losing.captured_queries) == LOST_IN[connection.vendor]
+
+
+def test_each_fire_the_batch_cannot_settle_is_left_to_the_single_claim_and_nothing_is_written():
+    for job in ("paused", "dead", "failed", "held", "done"):
+        claimed(job, "before", allow_overlap=True).release()
+    pauses.pause("paused", by="ops")
+    claimed("dead", "now")
+    # Its holder died: its lease ended.
+    JobRun.objects.filter(job="dead", window="now").update(expires_at=F("claimed_at"))
+    claimed("failed", "now").release(JobRun.Status.FAILED, error="boom")
+    claimed("held", "earlier")
+    claimed("done", "now").release()
+    names = ["paused", "dead", "failed", "held", "done", "fresh"]
+    before = {(run.job, run.window, run.token) for run in JobRun.objects.all()}
+
+    outcomes = JobRun.objects.try_claim_many([Fire(name, "now", LEASE) for name in names])
+
+    assert dict(zip(names, map(told, outcomes), strict=True)) == {
+        "paused": None,
+        "dead": None,
+        "failed": None,
+        "held": Reason.OVERLAP,
+        "done": Reason.SUCCEEDED,
+        "fresh": "running",
+    }
+    after = {(run.job, run.window, run.token) for run in JobRun.objects.exclude(job="fresh")}
+    assert after == before  # The batch took nothing over, and wrote no paused job's row.
+
+    # Alone, as the scheduler claims them next, each by the whole rule.
+    def alone(job: str) -> str | None:
+        return told(JobRun.objects.try_claim(job, "now", lease=LEASE, take_failed=False))
+
+    assert (alone("paused"), alone("dead"), alone("failed")) == (
+        Reason.PAUSED,
+        "running",
+        Reason.FAILED,
+    )
+    assert JobRun.objects.get(job="dead", window="now").attempt == 2  # Taken over.
+
+
+def test_a_batch_with_one_bad_fire_writes_nothing_and_names_the_fix():
+    bad = Fire("x" * 300, "w1", LEASE)
+    with pytest.raises(ValueError, match="200"):
+        JobRun.objects.try_claim_many([*fires(5), bad])
+    assert not JobRun.objects.exists()
+
+
+class BatchClaimers:
+    """``count`` warm processes (``tests.support.batch_claimers``) that each
+    claim the same fires at one instant, released together by one write."""
+
+    def __init__(self, count: int, fires: int):
+        self.read, self.write = os.pipe()
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.support.batch_claimers", str(fires)],
+                stdout=subprocess.PIPE,
+                text=True,
+                pass_fds=[self.read],
+                env={**os.environ, **child_environment(), "BATCH_TRIGGER_FD": str(self.read)},
+            )
+            for _ in range(count)
+        ]
+
+    def race(self) -> list[dict[str, object]]:
+        for process in self.processes:
+            assert process.stdout is not None
+            assert process.stdout.readline() == "ready\n"
+        os.write(self.write, b"x" * len(self.processes))
+        said = [process.communicate(timeout=240)[0] for process in self.processes]
+        assert [process.returncode for process in self.processes] == [0] * len(self.processes)
+        return [json.loads(out) for out in said]
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        os.close(self.read)
+        os.close(self.write)
+
+
+@pytest.mark.xdist_group("fleets")  # 32 processes at once: beside no timed fleet.
+@pytest.mark.parametrize("hosts", [2, 8, 32])
+def test_hosts_racing_a_thousand_fires_in_batches_give_each_fire_exactly_one_winner(hosts):
+    claimers = BatchClaimers(hosts, fires=1000)
+    try:
+        said = claimers.race()
+    finally:
+        claimers.close()
+    winners = [job for host in said for job in host["won"]]  # type: ignore[attr-defined]
+    assert len(winners) == 1000
+    assert set(winners) == {f"batch_{n:04d}" for n in range(1000)}
+    assert JobRun.objects.filter(window="TODAY", status="running").count() == 1000
+    assert JobRun.objects.count() == 1000
+    # Every host claimed in a batch: a few statements each, not one per fire.
+    assert max(int(host["batch_statements"]) for host in said) <= 4  # type: ignore[call-overload]
