@@ -2,9 +2,10 @@
 
     python -m benchmarks.fleet_host RESULT_PATH JOBS EXPRESSION
 
-Runs ``jobclaims.scheduling.scheduler.Scheduler`` as ``jobclaims_scheduler`` does, until
-SIGTERM, counting the statements each claim sends (won or lost) and the CPU
-it uses, then writes the figures as JSON to RESULT_PATH.
+Runs ``jobclaims.scheduling.scheduler.Scheduler`` as ``jobclaims_scheduler``
+does, until SIGTERM, counting the statements its claims send at each instant
+(a look that claimed), the fires it won and lost there, and the CPU it uses,
+then writes the figures as JSON to RESULT_PATH.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ def main(path: str, jobs: int, expression: str) -> None:
     django.setup()
     from django.db import connection
 
-    from jobclaims.claims.rule import Refusal
     from jobclaims.jobs.schedules import JobSchedule
     from jobclaims.scheduling import scheduler
     from jobclaims.time.cron import CronSchedule
@@ -49,24 +49,61 @@ def main(path: str, jobs: int, expression: str) -> None:
         for number in range(jobs)
     ]
 
-    figures: dict[str, Any] = {"won": 0, "lost": 0, "won_statements": [], "lost_statements": []}
+    figures: dict[str, Any] = {"won": 0, "lost": 0, "instants": []}
     statements: list[str] = []
+    claiming = [0]
 
     def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        statements.append(sql.split(None, 1)[0].upper())
+        statements.append(sql.split(None, 1)[0].upper() if claiming[0] else "")
         return execute(sql, params, many, context)
 
-    claim = scheduler.Scheduler._try_claim
+    def claims(method: Any) -> Any:
+        """Mark the statements ``method`` sends as a claim's."""
 
-    def measured(self: Any, job: Any, key: str, *, retry: bool = False) -> Any:
-        before = len(statements)
-        run = claim(self, job, key, retry=retry)
-        outcome = "lost" if isinstance(run, Refusal) else "won"
-        figures[outcome] += 1
-        figures[f"{outcome}_statements"].append(statements[before:])
-        return run
+        def measured(*args: Any, **kwargs: Any) -> Any:
+            claiming[0] += 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                claiming[0] -= 1
 
-    scheduler.Scheduler._try_claim = measured  # type: ignore[method-assign]
+        return measured
+
+    start_due, start = scheduler.Scheduler.start_due, scheduler.Scheduler._start
+    starts = [0]
+
+    def counted_start(self: Any, job: Any, fire: Any, run: Any, delay: Any = None) -> None:
+        starts[0] += 1
+        if os.environ.get("BENCH_CLAIMS_ONLY"):
+            run.release()  # Each fire's claim alone is measured: no process.
+        else:
+            start(self, job, fire, run, delay)
+
+    def one_by_one(self: Any, together: Any, won: Any) -> None:
+        """The claims before batches, side by side: each fire's in turn."""
+        for job, fire, key in together:
+            self._claim_in_turn(job, [(fire, key)], won)
+
+    def look(self: Any, now: datetime.datetime) -> None:
+        """One look: the claims' statements it sent, and the fires it won and lost."""
+        before, starts_before = len(statements), starts[0]
+        tried = dict(self.tried)
+        start_due(self, now)
+        sent = [kind for kind in statements[before:] if kind]
+        if not sent:
+            return
+        won = starts[0] - starts_before
+        looked = sum(1 for name, fire in self.tried.items() if tried.get(name) != fire)
+        figures["won"] += won
+        figures["lost"] += looked - won
+        figures["instants"].append({"won": won, "lost": looked - won, "statements": sent})
+
+    if os.environ.get("BENCH_ONE_BY_ONE"):
+        scheduler.Scheduler._claim_together = one_by_one  # type: ignore[method-assign]
+    scheduler.Scheduler._start = counted_start  # type: ignore[method-assign]
+    scheduler.Scheduler._claim_together = claims(scheduler.Scheduler._claim_together)  # type: ignore[method-assign]
+    scheduler.Scheduler._try_claim = claims(scheduler.Scheduler._try_claim)  # type: ignore[method-assign]
+    scheduler.Scheduler.start_due = look  # type: ignore[method-assign]
     samples: list[tuple[float, float, int]] = []
     host = scheduler.Scheduler(fleet, max_jobs=jobs, say=lambda line: None)
 
