@@ -47,7 +47,7 @@ from jobclaims.claims.backends import mysql, postgresql, sqlite
 from jobclaims.claims.engine import process_owner
 from jobclaims.claims.rule import Reason, Refusal, Status
 from jobclaims.claims.statements import ClaimRow, claim_statements
-from jobclaims.time import leases, slots
+from jobclaims.time import leases
 from jobclaims.time.clock import as_utc
 
 if TYPE_CHECKING:
@@ -102,7 +102,18 @@ def claim_fires(
     (``take_failed=False``), as a scheduler's look leaves it.
     """
     owner = owner or process_owner()
-    runs = [_new_run(model, fire, owner) for fire in fires]
+    runs: list[ClaimRow] = [
+        model.new_claim(
+            fire.job,
+            fire.window,
+            fire.lease,
+            owner=owner,
+            allow_overlap=fire.allow_overlap,
+            schedule=fire.schedule,
+            series=fire.series,
+        )
+        for fire in fires
+    ]
     connection = connections[db]
     outcomes: dict[Key, Outcome] = {}
     if batches(connection):
@@ -144,22 +155,6 @@ def _chunk_size(connection: BaseDatabaseWrapper) -> int:
     return min(CHUNK, limit // _PARAMS_PER_FIRE)
 
 
-def _new_run(model: type[Any], fire: Fire, owner: str) -> ClaimRow:
-    model.validate_claim(fire.job, fire.window, fire.lease, fire.schedule, owner)
-    slot_start, slot_end = slots.bounds(fire.schedule, fire.window) or (None, None)
-    run: ClaimRow = model(
-        job=fire.job,
-        window=fire.window,
-        schedule=fire.schedule,
-        owner=owner,
-        holds_job=None if fire.allow_overlap else True,
-        slot_start=slot_start,
-        slot_end=slot_end,
-        series=fire.series,
-    )
-    return run
-
-
 def _key(run: ClaimRow) -> Key:
     return (run.job, run.window)
 
@@ -171,7 +166,6 @@ def _claim_chunk(
     leases_of: dict[Key, datetime.timedelta],
 ) -> dict[Key, Outcome]:
     sql = _SQL[connection.vendor]
-    connection.ensure_connection()
     sent_at = leases.clock()
     trying = runs
     try:

@@ -103,17 +103,13 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
         ``take_failed=False`` leaves a failed or retrying window alone, for
         a scheduler's look at a fire, whose retries follow the job's policy.
         """
-        owner = owner or process_owner()
-        self.model.validate_claim(job, window, lease, schedule, owner)
-        slot_start, slot_end = slots.bounds(schedule, window) or (None, None)
-        new = self.model(
-            job=job,
-            window=window,
+        new = self.model.new_claim(
+            job,
+            window,
+            lease,
+            owner=owner or process_owner(),
+            allow_overlap=allow_overlap,
             schedule=schedule,
-            owner=owner,
-            holds_job=None if allow_overlap else True,
-            slot_start=slot_start,
-            slot_end=slot_end,
             series=series,
         )
         # A database jobclaims has no SQL for is refused before any statement.
@@ -291,6 +287,34 @@ class JobRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} {self.window}"
+
+    @classmethod
+    def new_claim(
+        cls,
+        job: str,
+        window: str,
+        lease: datetime.timedelta,
+        *,
+        owner: str,
+        allow_overlap: bool = False,
+        schedule: str = "",
+        series: str | None = None,
+    ) -> JobRun:
+        """The row a claim of ``window`` inserts, not saved; its input
+        checked first (``validate_claim()``), so bad input writes nothing.
+        Its slot is the window's under ``schedule``, if it names one."""
+        cls.validate_claim(job, window, lease, schedule, owner)
+        slot_start, slot_end = slots.bounds(schedule, window) or (None, None)
+        return cls(
+            job=job,
+            window=window,
+            schedule=schedule,
+            owner=owner,
+            holds_job=None if allow_overlap else True,
+            slot_start=slot_start,
+            slot_end=slot_end,
+            series=series,
+        )
 
     @classmethod
     def validate_claim(
