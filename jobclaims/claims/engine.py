@@ -175,6 +175,8 @@ class Claim:
         run, previous_status = outcome
         if refusal := self._refused_after_commit(run, previous_status):
             return self._give_back(run, previous_status, refusal)
+        if not self.connection.in_atomic_block:
+            run.unpaused_at = leases.clock()
         run.held_until = leases.held_until(sent_at, self.lease)
         events.acquired(run, previous_status)
         return run

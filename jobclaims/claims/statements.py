@@ -55,6 +55,7 @@ class ClaimRow(Protocol):
     error: str
     output: str | None
     held_until: float | None
+    unpaused_at: float | None
     _state: ModelState
     _meta: ClassVar[Any]
 

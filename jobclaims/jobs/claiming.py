@@ -31,7 +31,7 @@ from jobclaims.models import JobRun
 from jobclaims.running import queued
 from jobclaims.running.holding import holding
 from jobclaims.time import durations, leases
-from jobclaims.time.clock import database_now
+from jobclaims.time.clock import carried_database_now, database_now, read_database_now
 from jobclaims.time.slots import Slots
 from jobclaims.time.windows import WindowSpec
 
@@ -75,13 +75,21 @@ def slot_key(slots: Slots, explicit: str | None = None) -> str:
 
     Raises ``ValueError`` naming the fix for a key that does not parse, or
     a schedule with no fire yet. The clock is read here, not in
-    ``jobclaims.time.slots``, which the claims model imports to record a slot.
+    ``jobclaims.time.slots``, which the claims model imports to record a slot,
+    and only where its last reading, carried forward, cannot tell which slot
+    is due (``carried_database_now()``): near a slot's edge, or once a
+    minute. A worker claiming task after task saves the round trip.
     """
     if explicit is not None:
         return slots.key_for(explicit)
     db = jobclaims_settings.claims_database(JobRun)
+    if (bounds := carried_database_now(db)) is not None:
+        # Away from the slot's edges, the last reading of the clock settles it.
+        keys = {slots.current_key(moment) for moment in bounds}
+        if len(keys) == 1:
+            return keys.pop()
     # A connection lost to a failover is tried again, as a claim would.
-    return slots.current_key(retries.retrying(connections[db], lambda: database_now(db)))
+    return slots.current_key(retries.retrying(connections[db], lambda: read_database_now(db)))
 
 
 @contextmanager

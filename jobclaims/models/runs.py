@@ -263,6 +263,11 @@ class JobRun(models.Model):
     #: held: set by the claim and each renewal, measured from before its
     #: statement was sent. None for a row this process only read.
     held_until: float | None = None
+    #: When, on ``leases.clock()``, this process read that the run's job was
+    #: not paused, once its claim had committed (the claim's own read after
+    #: its commit). None for a row this process only read, or claimed inside
+    #: a transaction, whose commit comes later.
+    unpaused_at: float | None = None
 
     class Meta:
         verbose_name = _("job run")

@@ -7,11 +7,13 @@ Hosts' own clocks drift and jump, so every moment a claim is compared with
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import connections
 from django.db.models import BigIntegerField, DateTimeField, Func
 from django.db.models.sql import Query
+
+from jobclaims.time import leases
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -144,6 +146,62 @@ def database_now(using: str = "default") -> datetime.datetime:
         cursor.execute(f"SELECT {now_sql(connection)}", [])
         (value,) = cursor.fetchone()
     return as_utc(value)
+
+
+#: How long a reading of the database clock is carried forward on this
+#: host's monotonic clock (``leases.clock()``) before it is read again.
+CARRIED_FOR = 60.0
+#: How fast the database's clock and this host's monotonic clock may drift
+#: apart, as a share of the time carried: NTP slews each by at most 500
+#: parts per million and never steps a monotonic clock, so twice that.
+DRIFT = 0.001
+
+
+class Reading(NamedTuple):
+    """The database's time, and when on ``leases.clock()`` the read of it was
+    sent and answered: the server read its clock somewhere in between."""
+
+    at: datetime.datetime
+    sent: float
+    answered: float
+
+    def bounds(self, now: float) -> tuple[datetime.datetime, datetime.datetime] | None:
+        """The earliest and the latest the database's time can be at ``now``
+        on ``leases.clock()``; ``None`` once the reading is too old to carry."""
+        carried = now - self.sent
+        if not 0 <= carried <= CARRIED_FOR:
+            return None
+        drift = carried * DRIFT
+        earliest = self.at + datetime.timedelta(seconds=now - self.answered - drift)
+        latest = self.at + datetime.timedelta(seconds=carried + drift)
+        return earliest, latest
+
+
+#: Each database's latest reading in this process, by alias.
+_readings: dict[str, Reading] = {}
+
+
+def read_database_now(using: str = "default") -> datetime.datetime:
+    """``database_now()``, kept as the reading ``carried_database_now()`` carries forward."""
+    sent = leases.clock()
+    now = database_now(using)
+    _readings[using] = Reading(now, sent, leases.clock())
+    return now
+
+
+def carried_database_now(
+    using: str = "default",
+) -> tuple[datetime.datetime, datetime.datetime] | None:
+    """The earliest and the latest the database's time can be now, by its
+    last reading (``read_database_now()``) carried forward; ``None`` with no
+    reading of the last ``CARRIED_FOR`` seconds.
+
+    The two are one round trip and the clocks' drift apart: a caller that
+    finds the same answer at both (the key of the slot due now, away from
+    the slot's edges) has the one a read would have given, without the read.
+    """
+    reading = _readings.get(using)
+    return None if reading is None else reading.bounds(leases.clock())
 
 
 def as_utc(value: datetime.datetime | str) -> datetime.datetime:

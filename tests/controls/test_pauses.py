@@ -25,7 +25,7 @@ from jobclaims.jobs.discovery import known_jobs, scheduled_jobs
 from jobclaims.management.commands.jobclaims_cancel import TOLD
 from jobclaims.models import JobPause, JobRun, JobSkip
 from jobclaims.running.children import child_environment
-from jobclaims.running.holding import holding
+from jobclaims.running.holding import PAUSES_READ_WITHIN, holding
 from jobclaims.scheduling.scheduler import Scheduler
 from jobclaims.testing import race, schedules_in_force_since, start
 from jobclaims.time.clock import DatabaseNow, database_now
@@ -412,6 +412,7 @@ def test_a_run_claimed_before_a_pause_does_not_start_after_it_and_says_so():
     run = JobRun.objects.claim("charge_ledger", WINDOW, lease=LEASE)
     assert run is not None
     pauses.pause("charge_ledger", by="bob", reason="the vendor is down")
+    time.sleep(PAUSES_READ_WITHIN)  # Later than the claim's own read can stand for a new one.
     with pytest.raises(PausedBeforeStart) as refused, holding(run, LEASE):
         pytest.fail("the run started after the pause")
     assert refused.value.refusal is not None
@@ -433,6 +434,8 @@ def test_a_job_command_claimed_before_a_pause_says_why_it_did_not_start_and_is_q
 
     def paused_first(run: JobRun, *args: object, **kwargs: object) -> object:
         pause_from_another_connection(run.job)
+        # Later than the claim's own read of the pauses can stand for a new one.
+        time.sleep(PAUSES_READ_WITHIN)
         return real(run, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(commands, "holding", paused_first)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobclaims.exceptions import NotClaimed
 from jobclaims.jobs.claiming import claim, claimed
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.testing import race
+from jobclaims.time import clock, leases
+from jobclaims.time.clock import database_now, now_sql
+from jobclaims.time.slots import Slots
 from tests.support.helpers import outcomes
 from tests.testapp.models import Charge
 
@@ -161,3 +167,65 @@ def test_claimed_above_a_django_task_is_refused_naming_the_fix():
 
     with pytest.raises(TypeError, match="Put @claimed under @task"):
         claimed("export", window="daily")(unclaimed_export)
+
+
+def verbs(queries: CaptureQueriesContext) -> list[str]:
+    """Each statement's verb; MariaDB's "SET STATEMENT x FOR INSERT" is an INSERT."""
+    return [re.sub(r"^SET STATEMENT .+? FOR\s+", "", query["sql"]).split()[0] for query in queries]
+
+
+def clock_reads(queries: CaptureQueriesContext) -> int:
+    return sum(query["sql"] == f"SELECT {now_sql(connection)}" for query in queries)
+
+
+def test_a_block_that_starts_on_its_claim_sends_no_statement_but_the_claims_and_release():
+    # The claim reads the pauses once it committed; the block, starting at
+    # once, starts on that read instead of sending one more.
+    lease = datetime.timedelta(minutes=5)
+    with CaptureQueriesContext(connection) as bare:
+        run = JobRun.objects.try_claim("bare", "2026-11-29T10:00+00:00", lease=lease)
+        assert isinstance(run, JobRun)
+        assert run.release()
+    with CaptureQueriesContext(connection) as block, claim("block", key=KEY, lease=lease):
+        pass
+    assert verbs(block) == verbs(bare)
+    assert JobRun.objects.get(job="block").status == JobRun.Status.SUCCEEDED
+
+
+def test_claims_in_a_row_read_the_database_clock_once_and_each_claims_its_window(monkeypatch):
+    monkeypatch.setattr(clock, "_readings", {})
+    with CaptureQueriesContext(connection) as first, claim("first", window="daily"):
+        pass
+    with CaptureQueriesContext(connection) as second, claim("second", window="daily"):
+        pass
+    assert (clock_reads(first), clock_reads(second)) == (1, 0)
+    today = Slots.of_window("daily").current_key(database_now())
+    assert set(JobRun.objects.values_list("window", flat=True)) == {today}
+
+
+def test_a_reading_of_the_clock_too_old_to_carry_is_read_again(monkeypatch):
+    monkeypatch.setattr(clock, "_readings", {})
+    clock.read_database_now()
+    [(alias, reading)] = clock._readings.items()
+    aged = clock.CARRIED_FOR + 1
+    clock._readings[alias] = reading._replace(
+        sent=reading.sent - aged, answered=reading.answered - aged
+    )
+    with CaptureQueriesContext(connection) as queries, claim("aged", window="daily"):
+        pass
+    assert clock_reads(queries) == 1
+
+
+def test_a_reading_that_cannot_tell_which_window_is_due_is_read_again(monkeypatch):
+    # A reading answered two seconds after it was sent, a second before an
+    # edge of the day: the day due now is on one side or the other of it.
+    monkeypatch.setattr(clock, "_readings", {})
+    sent = leases.clock()
+    midnight = datetime.datetime(2027, 1, 1, tzinfo=datetime.timezone.utc)
+    clock._readings["default"] = clock.Reading(
+        midnight - datetime.timedelta(seconds=1), sent - 2, sent
+    )
+    with CaptureQueriesContext(connection) as queries, claim("edge", window="daily") as run:
+        pass
+    assert clock_reads(queries) == 1
+    assert run.window == Slots.of_window("daily").current_key(database_now())
