@@ -8,7 +8,9 @@ holds (``JobRun.held_until``), from before each renewal was sent: a renewal
 whose answer came back late is followed by the next at once.
 
 The heartbeat is a thread of its own, so it beats on while the job's main
-thread hangs. Two things stop it: a renewal that finds the lease ended (an
+thread hangs. The thread starts when its first look is due (``_LateStarts``):
+a run that ends before then, as a task of a few milliseconds does, never
+starts one. Two things stop it: a renewal that finds the lease ended (an
 operator expired it, or it lapsed) treats the claim as lost and renews no
 more, and a maximum run time past which the lease is not extended, so a hung
 run loses its window to the next instance as a crashed one does.
@@ -22,10 +24,13 @@ cancel is heard within about a second, whatever the lease.
 from __future__ import annotations
 
 import datetime
+import heapq
+import itertools
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -65,23 +70,37 @@ class Heartbeat:
         self.lost = threading.Event()
         self._failed = False
         self._stopped = threading.Event()
+        #: Held while the thread is started, so that an end of the run
+        #: either comes first (no thread) or joins the thread started.
+        self._starting = threading.Lock()
         self._thread = threading.Thread(
             target=self._beat, name=f"jobclaims heartbeat: {run}", daemon=True
         )
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        first_look = min(self._until_due(), CANCEL_POLL)
+        _late_starts.add(self, time.monotonic() + first_look)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._stopped.set()
-        self._thread.join()
+        with self._starting:
+            started = self._thread.ident is not None
+        if started:
+            self._thread.join()
+
+    def start(self) -> None:
+        """Start the thread, its first look due now, unless the run has ended."""
+        with self._starting:
+            if not self._stopped.is_set():
+                self._thread.start()
 
     def _beat(self) -> None:
         try:
             renewing = not self._past_deadline()
             due = time.monotonic() + self._until_due()
-            while not self._stopped.wait(self._until_next_look(renewing, due)):
+            wait = 0.0  # Started when its first look is due.
+            while not self._stopped.wait(wait):
                 if not (renewing and time.monotonic() >= due):
                     if self._told_of_cancel():
                         return
@@ -91,6 +110,7 @@ class Heartbeat:
                 else:
                     renewing = not self._past_deadline()
                     due = time.monotonic() + self._until_due()
+                wait = self._until_next_look(renewing, due)
         finally:
             # Django opens one connection per thread; this one is ours alone.
             connections.close_all()
@@ -180,6 +200,58 @@ class Heartbeat:
 
     def _fields(self) -> dict[str, object]:
         return {"job": self.run.job, "window": self.run.window}
+
+
+class _LateStarts:
+    """Starts each heartbeat's thread when its first look is due, from one
+    thread of this process's own.
+
+    A heartbeat's thread first looks at its run one renewal short of two
+    renewal intervals into the lease, or at the first look for a cancel
+    (``CANCEL_POLL``), whichever is sooner. Starting it then, not as the
+    run starts, spares a run that ends sooner (a task, a short job) a
+    thread's start and join, which cost more than its claim's CPU.
+    """
+
+    _due: list[tuple[float, int, Heartbeat]]
+    _numbers: Iterator[int]
+    _changed: threading.Condition
+    _thread: threading.Thread | None
+
+    def __init__(self) -> None:
+        self.forget()
+
+    def add(self, heartbeat: Heartbeat, at: float) -> None:
+        """Start ``heartbeat``'s thread at ``at`` on ``time.monotonic()``."""
+        with self._changed:
+            heapq.heappush(self._due, (at, next(self._numbers), heartbeat))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._start_due, name="jobclaims heartbeat starts", daemon=True
+                )
+                self._thread.start()
+            elif self._due[0][2] is heartbeat:
+                self._changed.notify()
+
+    def _start_due(self) -> None:
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                while self._due and self._due[0][0] <= now:
+                    heapq.heappop(self._due)[2].start()
+                self._changed.wait(self._due[0][0] - now if self._due else None)
+
+    def forget(self) -> None:
+        """Start empty; again in a forked child, which has none of the
+        parent's threads, and whose copy of the lock may have been held."""
+        self._due = []
+        self._numbers = itertools.count()
+        self._changed = threading.Condition()
+        self._thread = None
+
+
+_late_starts = _LateStarts()
+os.register_at_fork(after_in_child=_late_starts.forget)
 
 
 def lease_deadline(
