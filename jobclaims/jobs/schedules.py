@@ -519,12 +519,14 @@ def _shape_problems(command_class: type[ScheduledCommand]) -> list[str]:
         )
     same: dict[tuple[object, ...], str] = {}
     for each in entries(command_class):
-        what = (tuple(each.args), " ".join(str(each.expression).split()), each.time_zone)
+        # A task's arguments may be lists or dicts: compared by their repr.
+        arguments = (repr(tuple(each.args)), repr(sorted(each.kwargs.items())))
+        what = (*arguments, " ".join(str(each.expression).split()), each.time_zone)
         if what in same and same[what] != each.given_name:
             found.append(
                 f"its schedules {same[what]!r} and {each.given_name!r} are one schedule (the "
-                "same expression, time zone and args), so they would share their fires; "
-                "remove one of them"
+                "same expression, time zone and arguments), so they would share their "
+                "fires; remove one of them"
             )
         same.setdefault(what, each.given_name)
     job = command_class.job_name or command_class.__module__.rpartition(".")[2]

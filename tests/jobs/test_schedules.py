@@ -575,7 +575,7 @@ def test_schedules_that_would_share_their_claims_are_refused_naming_the_fix():
     )
     assert problems(one) == [
         "nightly: its schedules 'morning' and 'daily' are one schedule (the same expression, "
-        "time zone and args), so they would share their fires; remove one of them"
+        "time zone and arguments), so they would share their fires; remove one of them"
     ]
 
 

@@ -63,6 +63,21 @@ def test_several_schedules_of_a_task_are_named_by_their_arguments(settings):
     assert eu.args == ("eu",)
 
 
+def test_schedules_of_a_task_apart_only_by_their_keyword_arguments_are_each_scheduled(settings):
+    # Failed when only the expression, zone and args told schedules apart:
+    # the task was left out as one schedule declared twice.
+    task = "tests.testapp.tasks.counted_fire"
+    in_settings(
+        settings,
+        eu={"task": task, "schedule": "0 * * * *", "kwargs": {"region": ["eu"]}},
+        us={"task": task, "schedule": "0 * * * *", "kwargs": {"region": ["us"]}},
+    )
+    jobs, problems = discovery.usable_jobs()
+    assert problems == {}
+    kwargs = {job.name: dict(job.task.kwargs) for job in jobs if job.task is not None}
+    assert kwargs == {"eu": {"region": ["eu"]}, "us": {"region": ["us"]}}
+
+
 def test_a_schedule_that_cannot_work_is_named_with_the_fix(settings):
     in_settings(
         settings,
