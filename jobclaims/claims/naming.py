@@ -28,8 +28,9 @@ the schedule is and a rename leaves as it is: the job's command, the
 schedule's arguments, its expression and its zone. The series and the
 fire's key are unique together, as the job's name and the key are: of a
 fire claimed under both names at once, one claim wins. Two schedules of
-one job differ in their arguments, expression or zone (two that do not are
-refused: ``jobclaims.jobs.schedules.problems()``), so their series never meet.
+one job differ in their arguments (a task's keyword arguments too),
+expression or zone (two that do not are refused:
+``jobclaims.jobs.schedules.problems()``), so their series never meet.
 
 One name is no job's: ``ALL_JOBS``, the job of a pause of every job (an
 operator's maintenance window). A claim under it is refused
@@ -41,7 +42,8 @@ taken for one job's, nor one job's for all. Nor is a name that starts with
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 #: The job a pause of every job is recorded under, which no claim may use:
 #: no command, task or schedule name is a lone asterisk.
@@ -68,12 +70,25 @@ def claim_name(job: str, schedule: str) -> str:
     return f"{job}[{schedule}]"
 
 
-def series(command: str, args: Sequence[str], expression: str, zone: str) -> str:
+def series(
+    command: str,
+    args: Sequence[Any],
+    expression: str,
+    zone: str,
+    kwargs: Mapping[str, Any] | None = None,
+) -> str:
     """The series of the fires of ``command``'s schedule ``expression`` in
-    ``zone``, started with ``args``: the same under any name the schedule
-    or its job is given."""
-    text = "\n".join(["\0".join([command, *args]), " ".join(expression.split()), zone])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    ``zone``, started with ``args`` (and, a task's, ``kwargs``): the same
+    under any name the schedule or its job is given.
+
+    A command's arguments are strings; a task's may be anything its queue
+    takes, and count by their ``repr``. Keyword arguments add a line only
+    where there are some, so a schedule without them keeps its series."""
+    words = [each if isinstance(each, str) else repr(each) for each in args]
+    lines = ["\0".join([command, *words]), " ".join(expression.split()), zone]
+    if kwargs:
+        lines.append(repr(sorted(kwargs.items())))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
 def parent(name: str) -> str | None:

@@ -333,7 +333,8 @@ class JobSchedule:
         """What its fires are whatever it is named (``naming.series()``): each
         claim of a fire records it, and a fire claimed under one name of the
         schedule is refused under another."""
-        return naming.series(self.command, self.args, self.cron.expression, self.time_zone)
+        kwargs = self.task.kwargs if self.task is not None else None
+        return naming.series(self.command, self.args, self.cron.expression, self.time_zone, kwargs)
 
     def under(self, name: str) -> JobSchedule | None:
         """This schedule as claimed under ``name``, an earlier name of it (a

@@ -15,6 +15,9 @@ from jobclaims.jobs import discovery, task_schedules
 from jobclaims.jobs.task_schedules import TaskTarget
 from jobclaims.models import JobRun
 from jobclaims.running.queued import FIRE_KWARG, QueuedFire
+from jobclaims.scheduling.scheduler import Scheduler
+from jobclaims.testing import schedules_in_force_since
+from jobclaims.time.clock import database_now
 from tests.testapp import tasks
 
 MINUTE = datetime.timedelta(minutes=1)
@@ -63,19 +66,35 @@ def test_several_schedules_of_a_task_are_named_by_their_arguments(settings):
     assert eu.args == ("eu",)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_schedules_of_a_task_apart_only_by_their_keyword_arguments_are_each_scheduled(settings):
     # Failed when only the expression, zone and args told schedules apart:
     # the task was left out as one schedule declared twice.
     task = "tests.testapp.tasks.counted_fire"
     in_settings(
         settings,
-        eu={"task": task, "schedule": "0 * * * *", "kwargs": {"region": ["eu"]}},
-        us={"task": task, "schedule": "0 * * * *", "kwargs": {"region": ["us"]}},
+        eu={"task": task, "schedule": "0 * * * *", "kwargs": {"tag": ["eu"]}},
+        us={"task": task, "schedule": "0 * * * *", "kwargs": {"tag": ["us"]}},
     )
     jobs, problems = discovery.usable_jobs()
     assert problems == {}
-    kwargs = {job.name: dict(job.task.kwargs) for job in jobs if job.task is not None}
-    assert kwargs == {"eu": {"region": ["eu"]}, "us": {"region": ["us"]}}
+    both = [job for job in jobs if job.task is not None]
+    assert {job.name: dict(job.task.kwargs) for job in both} == {  # type: ignore[union-attr]
+        "eu": {"tag": ["eu"]},
+        "us": {"tag": ["us"]},
+    }
+    # Each fire of each is enqueued: their fires are not one series'.
+    schedules_in_force_since(datetime.timedelta(days=1))
+    fire = both[0].cron.latest_fire(database_now())
+    assert fire is not None
+    Scheduler(both, max_jobs=1, say=print).start_due(fire + datetime.timedelta(seconds=1))
+    from django_tasks_db.models import DBTaskResult
+
+    sent = sorted(
+        str(each["kwargs"]["tag"])
+        for each in DBTaskResult.objects.values_list("args_kwargs", flat=True)
+    )
+    assert sent == ["['eu']", "['us']"]
 
 
 def test_a_schedule_that_cannot_work_is_named_with_the_fix(settings):
