@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import datetime
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -92,7 +92,11 @@ Outcome = ClaimRow | Refusal | None
 
 
 def claim_fires(
-    model: type[Any], fires: Sequence[Fire], db: str, owner: str | None = None
+    model: type[Any],
+    fires: Sequence[Fire],
+    db: str,
+    owner: str | None = None,
+    then: Callable[[ClaimRow], object] | None = None,
 ) -> list[Outcome]:
     """Claim ``fires``, each at most once: for each, its held run, the
     ``Refusal`` recorded as a skip, or ``None`` to claim it alone.
@@ -100,6 +104,13 @@ def claim_fires(
     Every fire's input is checked first, as ``try_claim()`` checks one, so
     bad input writes nothing. A failed run's window is left alone
     (``take_failed=False``), as a scheduler's look leaves it.
+
+    ``then`` is called with each run won, in the transaction that claims
+    it (a task's enqueue, where its queue is in the claims database): the
+    claims and what ``then`` writes commit together, or neither does.
+    A claim in a transaction cannot be read after its commit; the run's
+    own look at the pauses before it starts covers a pause that committed
+    meanwhile, as it does for a claim inside the caller's transaction.
     """
     owner = owner or process_owner()
     runs: list[ClaimRow] = [
@@ -123,7 +134,10 @@ def claim_fires(
         size = _chunk_size(connection)
         for start in range(0, len(ordered), size):
             chunk = ordered[start : start + size]
-            outcomes.update(_claim_chunk(model, connection, chunk, leases_of))
+            if then is None:
+                outcomes.update(_claim_chunk(model, connection, chunk, leases_of))
+            else:
+                outcomes.update(_claim_chunk_then(model, connection, chunk, leases_of, then))
     return [outcomes.get(_key(run)) for run in runs]
 
 
@@ -194,6 +208,49 @@ def _claim_chunk(
         events.acquired(run, None)
         outcomes[_key(run)] = run
     lost = [run for run in trying if run.pk is None]
+    outcomes.update(_skips(model, connection, sql, lost))
+    return outcomes
+
+
+def _claim_chunk_then(
+    model: type[Any],
+    connection: BaseDatabaseWrapper,
+    runs: list[ClaimRow],
+    leases_of: dict[Key, datetime.timedelta],
+    then: Callable[[ClaimRow], object],
+) -> dict[Key, Outcome]:
+    """``_claim_chunk()`` in one transaction with ``then(run)`` for each run
+    won. A database error rolls back the claims and what ``then`` wrote,
+    and leaves every fire to be claimed alone."""
+    sql = _SQL[connection.vendor]
+    sent_at = leases.clock()
+    try:
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            before = sql.refused_before(cursor, runs)
+            trying = [run for run in runs if _key(run) not in before]
+            won, refused = sql.insert(cursor, trying, leases_of)
+            if given_back := [run for run in won if _key(run) in refused]:
+                tokens = [run.token for run in given_back]
+                model.objects.using(connection.alias).filter(token__in=tokens).delete()
+            for run in won:
+                if _key(run) not in refused:
+                    then(run)
+    except DatabaseError as error:
+        if not retries.is_transient(error):
+            raise
+        retries.reconnect_after(connection, error)
+        for run in runs:
+            run.pk = None
+        return {}
+    outcomes: dict[Key, Outcome] = {}
+    for run in won:
+        if _key(run) in refused:
+            run.pk = None  # Claimed alone next, and refused naming why.
+            continue
+        run.held_until = leases.held_until(sent_at, leases_of[_key(run)])
+        events.acquired(run, None)
+        outcomes[_key(run)] = run
+    lost = [run for run in trying if run.pk is None and _key(run) not in refused]
     outcomes.update(_skips(model, connection, sql, lost))
     return outcomes
 

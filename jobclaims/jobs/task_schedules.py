@@ -416,27 +416,45 @@ class TaskTarget:
         not be (the error says why). The jitter, when the fire has one, is
         the message's delay in its queue: the scheduler holds nothing.
         """
-        delay = random.uniform(0, job.jitter.total_seconds()) if jittered and job.jitter else 0.0
-        queued = jobclaims_settings.queue_lease + datetime.timedelta(seconds=delay)
-        db = jobclaims_settings.claims_database(JobRun)
-        if self._queue_in(db):
+        delay = self.delay(job, jittered)
+        lease = self.claim_lease(start_lease, delay)
+        if self.in_claims_database():
+            db = jobclaims_settings.claims_database(JobRun)
 
             def claim_and_enqueue() -> JobRun | Refusal:
                 with transaction.atomic(using=db):
-                    run = claim(queued)
+                    run = claim(lease)
                     if not isinstance(run, Refusal):
-                        self._enqueue_or_settle(job, run, delay)
+                        self.enqueue_or_settle(job, run, delay)
                     return run
 
             # One transaction: a retryable error rolled both back, so both go again.
             return retries.retrying(connections[db], claim_and_enqueue)
-        run = claim(start_lease + datetime.timedelta(seconds=delay))
-        if not isinstance(run, Refusal) and self._enqueue_or_settle(job, run, delay):
-            # False when its claim was lost meanwhile: the message's copy steps aside.
-            run.renew(queued)
+        run = claim(lease)
+        if not isinstance(run, Refusal):
+            self.send(job, run, delay)
         return run
 
-    def _enqueue_or_settle(self, job: JobSchedule, run: JobRun, delay: float) -> bool:
+    @staticmethod
+    def delay(job: JobSchedule, jittered: bool) -> float:
+        """The fire's delay in its queue, in seconds: its jitter, if it has one."""
+        return random.uniform(0, job.jitter.total_seconds()) if jittered and job.jitter else 0.0
+
+    def claim_lease(self, start_lease: datetime.timedelta, delay: float) -> datetime.timedelta:
+        """The lease a fire is claimed with: the queue's lease where its
+        message commits with the claim, else ``start_lease`` until the
+        message is sent (``send()``); either lengthened by the delay."""
+        base = jobclaims_settings.queue_lease if self.in_claims_database() else start_lease
+        return base + datetime.timedelta(seconds=delay)
+
+    def send(self, job: JobSchedule, run: JobRun, delay: float) -> None:
+        """Send the message of a fire claimed outside its queue's database,
+        and lengthen the claim to the queue's lease once it is sent."""
+        if self.enqueue_or_settle(job, run, delay):
+            # False when its claim was lost meanwhile: the message's copy steps aside.
+            run.renew(jobclaims_settings.queue_lease + datetime.timedelta(seconds=delay))
+
+    def enqueue_or_settle(self, job: JobSchedule, run: JobRun, delay: float) -> bool:
         """Send the fire's message, or settle the fire failed by its retry policy."""
         try:
             self.enqueue(job, run, delay)
@@ -469,9 +487,10 @@ class TaskTarget:
             task = task.using(run_after=timezone.now() + datetime.timedelta(seconds=delay))
         task.enqueue(*self.args, **self.kwargs, **{FIRE_KWARG: fire.to_json()})
 
-    def _queue_in(self, db: str) -> bool:
+    def in_claims_database(self) -> bool:
         """Whether the task's queue is a table of the claims database
         (django-tasks-db's), so that one transaction can hold both."""
+        db = jobclaims_settings.claims_database(JobRun)
         if self.is_celery:
             return False
         backend = self.task.get_backend()

@@ -308,19 +308,21 @@ class Scheduler:
         looked_at = [job for job in self.jobs if not self._quiet(job, now)]
         random.shuffle(looked_at)
         together: list[tuple[JobSchedule, datetime.datetime, str]] = []
+        commands = 0  # Of the fires together: a task's needs no room on this host.
         for job in looked_at:
             if job.job in self.children:
                 self._overlapped_here(job, now)
                 continue  # Never a second copy of a job this host is running.
             if job.job in self.delayed or job.job in retried:
                 continue
-            if job.task is None and self._busy(won) + len(together) >= self.max_jobs:
+            if job.task is None and self._busy(won) + commands >= self.max_jobs:
                 continue  # Left for a host with room, or for the next look.
             to_claim = self._to_claim(job, now)
             if not to_claim and job.job not in self.catching_up | self.buffered.keys():
                 self._quiet_until_next_fire(job, now)
-            if job.task is None and len(to_claim) == 1:
+            if len(to_claim) == 1:
                 together.append((job, *to_claim[0]))
+                commands += job.task is None
             else:
                 self._claim_in_turn(job, to_claim, won)
         self._claim_together(together, won)
@@ -352,30 +354,76 @@ class Scheduler:
         together: list[tuple[JobSchedule, datetime.datetime, str]],
         won: list[tuple[JobSchedule, datetime.datetime, JobRun]],
     ) -> None:
-        """Claim the commands' fires due at this look, one each, in a few
-        statements for all of them (``JobRun.objects.try_claim_many``): a
-        thousand jobs due at one instant cost a losing host two statements,
-        not two thousand. A fire the batch left unsettled (its holder died,
-        a pause refused it) is claimed alone, by the whole rule."""
+        """Claim the fires due at this look, one each, in a few statements
+        for all of them (``JobRun.objects.try_claim_many``): a thousand jobs
+        due at one instant cost a losing host two statements, not two
+        thousand. A fire the batch left unsettled (its holder died, a pause
+        refused it) is claimed alone, by the whole rule.
+
+        The fires of tasks whose queue is in the claims database are claimed
+        in a batch of their own, whose transaction holds their messages too
+        (``TaskTarget.fire()``); other tasks' messages are sent once the
+        batch committed, as a single fire's are.
+        """
+        in_claims_database: list[tuple[JobSchedule, datetime.datetime, str]] = []
+        elsewhere: list[tuple[JobSchedule, datetime.datetime, str]] = []
+        for each in together:
+            task = each[0].task
+            (in_claims_database if task and task.in_claims_database() else elsewhere).append(each)
+        self._claim_batch(elsewhere, won)
+        self._claim_batch(in_claims_database, won, enqueuing=True)
+
+    def _claim_batch(
+        self,
+        together: list[tuple[JobSchedule, datetime.datetime, str]],
+        won: list[tuple[JobSchedule, datetime.datetime, JobRun]],
+        enqueuing: bool = False,
+    ) -> None:
         if not together:
             return
+        delays = {job.job: job.task.delay(job, True) for job, _, _ in together if job.task}
         fires = [
             Fire(
                 job.job,
                 key,
-                min(job.lease, START_LEASE) + (job.jitter or datetime.timedelta()),
+                self._batch_lease(job, delays.get(job.job, 0.0)),
                 allow_overlap=job.allow_overlap,
                 schedule=job.slots.recorded_schedule,
                 series=job.series,
             )
             for job, _, key in together
         ]
-        outcomes = JobRun.objects.try_claim_many(fires)
+        by_name = {job.job: job for job, _, _ in together}
+
+        def enqueue(run: JobRun) -> None:
+            job = by_name[run.job]
+            assert job.task is not None, "only tasks' fires are enqueued"
+            job.task.enqueue_or_settle(job, run, delays[run.job])
+
+        outcomes = JobRun.objects.try_claim_many(fires, then=enqueue if enqueuing else None)
+        sent: dict[float, list[JobRun]] = {}
         for (job, fire, key), outcome in zip(together, outcomes, strict=True):
             self.tried[job.job] = fire
             if outcome is None:
                 outcome = self._try_claim(job, key)
+            elif isinstance(outcome, JobRun) and job.task and not enqueuing:
+                delay = delays[job.job]
+                if job.task.enqueue_or_settle(job, outcome, delay):
+                    sent.setdefault(delay, []).append(outcome)
             self._take_outcome(job, fire, key, outcome, won)
+        # Each sent message's claim lasts the queue's lease from now on; a
+        # claim lost meanwhile is not revived, and its message steps aside.
+        for delay, runs in sent.items():
+            lease = jobclaims_settings.queue_lease + datetime.timedelta(seconds=delay)
+            JobRun.objects.renew_all(runs, lease)
+
+    @staticmethod
+    def _batch_lease(job: JobSchedule, delay: float) -> datetime.timedelta:
+        """A fire's lease in a batch, as ``_try_claim()`` claims it alone."""
+        start_lease = min(job.lease, START_LEASE)
+        if job.task is not None:
+            return job.task.claim_lease(start_lease, delay)
+        return start_lease + (job.jitter or datetime.timedelta())
 
     def _take_outcome(
         self,

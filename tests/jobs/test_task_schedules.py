@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
 from django.core.management import call_command
+from django.db import IntegrityError, connection
+from django.test.utils import CaptureQueriesContext
 
 from jobclaims import scheduled
 from jobclaims.checks import check_beat_and_jobclaims, check_scheduled_tasks, check_schedules
 from jobclaims.jobs import discovery, task_schedules
+from jobclaims.jobs.schedules import JobSchedule
 from jobclaims.jobs.task_schedules import TaskTarget
 from jobclaims.models import JobRun
 from jobclaims.running.queued import FIRE_KWARG, QueuedFire
@@ -21,6 +25,8 @@ from jobclaims.time.clock import database_now
 from tests.testapp import tasks
 
 MINUTE = datetime.timedelta(minutes=1)
+#: A statement that claims: an INSERT (MariaDB's INSERT IGNORE) of claim rows.
+CLAIM_INSERT = re.compile(r"\bINSERT\s+(IGNORE\s+)?INTO\s+jobclaims_jobrun\b")
 
 
 @pytest.fixture(autouse=True)
@@ -167,3 +173,66 @@ def test_the_claim_and_the_message_commit_together_and_one_copy_adopts(tmp_path,
     assert run.status == JobRun.Status.SUCCEEDED
     assert run.started_at is not None
     assert (tmp_path / "fires").read_text().count(key) == 1
+
+
+def many_schedules(settings, count: int) -> list[JobSchedule]:
+    """``count`` schedules of one task due at the same instants, in force."""
+    entries: dict[str, dict[str, object]] = {
+        f"n{number}": {
+            "task": "tests.testapp.tasks.counted_fire",
+            "schedule": "0 * * * *",
+            "kwargs": {"tag": f"n{number}"},
+        }
+        for number in range(count)
+    }
+    in_settings(settings, **entries)
+    jobs, problems = discovery.usable_jobs()
+    assert problems == {}
+    schedules_in_force_since(datetime.timedelta(days=1))
+    return [job for job in jobs if job.task is not None]
+
+
+def messages() -> list[str]:
+    from django_tasks_db.models import DBTaskResult
+
+    return sorted(
+        each["kwargs"]["tag"] for each in DBTaskResult.objects.values_list("args_kwargs", flat=True)
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_looks_task_fires_are_claimed_in_one_insert_each_with_its_message(settings):
+    jobs = many_schedules(settings, 30)
+    fire = jobs[0].cron.latest_fire(database_now())
+    assert fire is not None
+    with CaptureQueriesContext(connection) as queries:
+        Scheduler(jobs, max_jobs=1, say=print).start_due(fire + datetime.timedelta(seconds=1))
+    claims = [each for each in queries if CLAIM_INSERT.search(each["sql"])]
+    assert len(claims) == 1
+    assert messages() == sorted(f"n{number}" for number in range(30))
+    assert JobRun.objects.filter(status=JobRun.Status.RUNNING).count() == 30
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_error_among_a_batchs_messages_commits_none_of_its_claims(settings, monkeypatch):
+    # As a host that dies between its claims and their messages: neither stays.
+    jobs = many_schedules(settings, 10)
+    fire = jobs[0].cron.latest_fire(database_now())
+    assert fire is not None
+    real = TaskTarget.enqueue
+    sent = []
+
+    def refused_fifth(self: TaskTarget, *args: object, **kwargs: object) -> None:
+        sent.append(True)
+        if len(sent) == 5:
+            raise IntegrityError("the queue's table refused the message")
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TaskTarget, "enqueue", refused_fifth)
+    look = fire + datetime.timedelta(seconds=1)
+    with pytest.raises(IntegrityError):
+        Scheduler(jobs, max_jobs=1, say=print).start_due(look)
+    assert (JobRun.objects.count(), messages()) == (0, [])
+    monkeypatch.setattr(TaskTarget, "enqueue", real)
+    Scheduler(jobs, max_jobs=1, say=print).start_due(look)
+    assert messages() == sorted(f"n{number}" for number in range(10))
