@@ -379,6 +379,11 @@ class Scheduler:
         won: list[tuple[JobSchedule, datetime.datetime, JobRun]],
         enqueuing: bool = False,
     ) -> None:
+        """Claim ``together`` in one batch and take each outcome in. A
+        task's fire gets its delay in its queue (its jitter) first, which
+        its lease counts; with ``enqueuing`` its message goes in the
+        batch's transaction, else each won fire's message is sent after
+        the batch committed, and their leases lengthened together."""
         if not together:
             return
         delays = {job.job: job.task.delay(job, True) for job, _, _ in together if job.task}
