@@ -41,7 +41,11 @@ from jobclaims.running.children import adopt, use_parents_databases
 from jobclaims.running.heartbeat import lease_deadline
 from jobclaims.running.holding import holding
 from jobclaims.running.output import Tail, capturing_process, teeing
-from jobclaims.running.stopping import SelfStop, interrupting_on_stop_signals
+from jobclaims.running.stopping import (
+    HeldBackOnceReturned,
+    SelfStop,
+    interrupting_on_stop_signals,
+)
 from jobclaims.time import leases, windows
 from jobclaims.time.slots import Slots
 
@@ -438,10 +442,12 @@ class JobCommand(BaseCommand):
         def on_cancel(cancelled: JobCancelled) -> None:
             stop.stop(cancelled, last_words=lambda: None)  # Its row says cancelled.
 
+        after_return = HeldBackOnceReturned()
         try:
             with (
                 interrupting_on_stop_signals(),
                 stop,
+                after_return,
                 holding(
                     run,
                     lease,
@@ -455,6 +461,7 @@ class JobCommand(BaseCommand):
             ):
                 self.run_job(run, *args, **options)
                 returned = True
+                after_return.returned()  # Done: a stop now waits for its success to be recorded.
         except JobInterrupted as interrupt:
             raise CommandError(
                 f"{run} was {interrupt}; {_recorded(run)}",

@@ -140,6 +140,40 @@ def stops_held_back() -> Iterator[None]:
         raise _stop_error(held)
 
 
+class HeldBackOnceReturned:
+    """Stop signals held back from the moment a run's work returned until
+    its outcome is recorded, for a run whose outcome is recorded on the way
+    out of other context managers (``JobCommand``: its output's capture, its
+    timeout, then ``holding()``'s release).
+
+    Enter it outside ``holding()`` and call ``returned()`` as the block's
+    last statement: a stop that comes after the work is done waits for the
+    success to be recorded, and is then raised as ``JobInterrupted``, where
+    it would have ended a finished run as interrupted, for another host to
+    run again. Only the main thread receives signals, so elsewhere (and
+    inside ``stops_held_back()``) this holds nothing.
+    """
+
+    def __init__(self) -> None:
+        self._holding = False
+
+    def returned(self) -> None:
+        """Hold stops back from now on."""
+        if threading.current_thread() is threading.main_thread() and not _stops.holding_back:
+            _stops.holding_back, _stops.held, self._holding = True, None, True
+
+    def __enter__(self) -> HeldBackOnceReturned:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc_info: object) -> None:
+        if not self._holding:
+            return
+        self._holding = _stops.holding_back = False
+        held, _stops.held = _stops.held, None
+        if held is not None and kind is None:
+            raise _stop_error(held)
+
+
 class SelfStop:
     """How a job's process stops its own run: SIGTERM to its main thread, SIGKILL after a grace.
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import signal
+from collections.abc import Iterator
 from io import StringIO
 
 import pytest
@@ -291,3 +294,28 @@ def test_a_job_with_its_database_down_says_so_in_one_line_and_runs_nothing():
     (line,) = done.stderr.splitlines()
     assert line.startswith("CommandError: Could not claim charge_ledger"), line
     assert "so nothing ran" in line
+
+
+def test_a_stop_that_comes_once_the_job_returned_waits_for_its_success_to_be_recorded(
+    monkeypatch,
+):
+    # Failed when a SIGTERM between run_job()'s return and the release (here,
+    # as the output's tee closes) ended the finished run as interrupted, for
+    # another host to run again.
+    from jobclaims.jobs import commands
+
+    real = commands.teeing
+
+    @contextlib.contextmanager
+    def stopped_on_the_way_out(*args: object, **kwargs: object) -> Iterator[None]:
+        with real(*args, **kwargs):  # type: ignore[arg-type]
+            yield
+        os.kill(os.getpid(), signal.SIGTERM)  # Handled at once: before the release.
+
+    monkeypatch.setattr(commands, "teeing", stopped_on_the_way_out)
+    with pytest.raises(CommandError) as stopped:
+        call_command("charge_ledger", "--window", WINDOW, verbosity=0)
+    assert stopped.value.returncode == 128 + signal.SIGTERM
+    assert "it had finished, and its success is recorded" in str(stopped.value)
+    assert JobRun.objects.get().status == JobRun.Status.SUCCEEDED
+    assert Charge.objects.count() == 1
