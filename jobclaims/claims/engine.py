@@ -22,7 +22,7 @@ import secrets
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -673,32 +673,59 @@ class Claim:
         """Extend the lease to ``lease`` from now, by the database clock, but
         not past ``until``; ``False``, extending nothing, once it has ended,
         or with ``unless_renewed`` once another process renewed it since this
-        one last set it (a scheduler's job that adopted the claim).
+        one last set it (a scheduler's job that adopted the claim)."""
+        held = self._held_rows()
+        if unless_renewed:
+            held = held.filter(expires_at__lte=self.run.expires_at)
+        return bool(self._lengthen([self.run], held, lease, until))
 
-        One autocommitted UPDATE: no lock outlives the statement, so a
-        renewing process that pauses never blocks a takeover. It extends only
-        a lease that has not run out, judged by the database clock in that
-        UPDATE: a lease that ended (it lapsed, or an operator expired it) is
-        never revived, even before another instance takes the window over.
-        ``held_until`` counts the new lease from before it was sent.
+    @classmethod
+    def renew_together(cls, runs: Sequence[ClaimRow], lease: datetime.timedelta) -> None:
+        """``renew()`` each of ``runs`` held in one database, in the
+        statements one renewal sends: for the fires a scheduler won
+        together and sent to their queue. A run whose lease ended keeps the
+        lease it had in memory."""
+        if runs:
+            first = cls(runs[0])
+            held = first._rows().filter(
+                token__in=[run.token for run in runs], status=Status.RUNNING
+            )
+            first._lengthen(runs, held, lease)
+
+    def _lengthen(
+        self,
+        runs: Sequence[ClaimRow],
+        held: QuerySet[Any],
+        lease: datetime.timedelta,
+        until: datetime.datetime | None = None,
+    ) -> Sequence[ClaimRow]:
+        """Extend the lease of the ``held`` rows of ``runs`` that have not
+        run out, and of those runs in memory: which were extended.
+
+        A read of the clock, then one autocommitted compare-and-set UPDATE:
+        no lock outlives the statement, so a renewing process that pauses
+        never blocks a takeover. It extends only a lease that has not run
+        out, judged by the database clock in that UPDATE: a lease that ended
+        (it lapsed, or an operator expired it) is never revived, even before
+        another instance takes the window over. ``held_until`` counts the
+        new lease from before it was sent.
         """
-        run = self.run
         sent_at = leases.clock()
         now = retries.retrying(self.connection, lambda: database_now(self.db))
-        expires_at = now + lease
-        if until is not None:
-            expires_at = min(expires_at, until)
-        running = self._held_rows().filter(expires_at__gt=DatabaseNow())
-        if unless_renewed:
-            running = running.filter(expires_at__lte=run.expires_at)
+        expires_at = now + lease if until is None else min(now + lease, until)
+        running = held.filter(expires_at__gt=DatabaseNow())
         renewed = self._write(
             "the renewal", lambda: running.update(expires_at=expires_at), retries.RETRY_FOR
         )
-        if not renewed:
-            return False
-        run.expires_at = expires_at
-        run.held_until = leases.held_until(sent_at, expires_at - now)
-        return True
+        if renewed in (0, len(runs)):
+            extended = runs[:renewed]
+        else:  # Some lease ended meanwhile: which were extended.
+            tokens = set(held.filter(expires_at=expires_at).values_list("token", flat=True))
+            extended = [run for run in runs if run.token in tokens]
+        for run in extended:
+            run.expires_at = expires_at
+            run.held_until = leases.held_until(sent_at, expires_at - now)
+        return extended
 
     def resume(self, owner: str, lease: datetime.timedelta) -> bool:
         """Take the held run up again under a new token, as ``owner``, its

@@ -13,17 +13,17 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, cast
 
-from django.db import connections, models
+from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from jobclaims.claims import batch, retries, rule, validation
+from jobclaims.claims import batch, rule, validation
 from jobclaims.claims.engine import Claim, Takeover, process_owner
 from jobclaims.claims.rule import Refusal
 from jobclaims.models.managers import ClaimsDatabaseManager
 from jobclaims.models.run_queries import JobRunQuerySet
 from jobclaims.models.skips import JobSkip
 from jobclaims.time import leases, slots
-from jobclaims.time.clock import DatabaseNow, database_now
+from jobclaims.time.clock import DatabaseNow
 
 # Bound to a name first: django-stubs builds the manager's typed methods only
 # from a from_queryset() call assigned at module level.
@@ -122,32 +122,12 @@ class JobRunManager(_JobRunManagerBase["JobRun"]):
 
     def renew_all(self, runs: Sequence[JobRun], lease: datetime.timedelta) -> None:
         """Extend the lease of each of ``runs`` that still holds its claim to
-        ``lease`` from now, by the database clock: a read of the clock and
-        one compare-and-set UPDATE on their tokens for all of them, where
-        ``JobRun.renew()`` sends both for each. For the fires a scheduler
-        won together and sent to their queue. A run whose lease ended is not
-        revived, and keeps the lease it had in memory."""
-        if not runs:
-            return
-        db = self.claims_db()
-        sent_at = leases.clock()
-        connection = connections[db]
-        # Both idempotent: tried again while the database asks.
-        now = retries.retrying(connection, lambda: database_now(db))
-        held = self.using(db).filter(
-            token__in=[run.token for run in runs],
-            status=rule.Status.RUNNING,
-            expires_at__gt=DatabaseNow(),
-        )
-        renewed = retries.retrying(connection, lambda: held.update(expires_at=now + lease))
-        if renewed == len(runs):
-            kept = {run.token for run in runs}
-        else:  # Some lease ended meanwhile: which were renewed.
-            kept = set(held.filter(expires_at=now + lease).values_list("token", flat=True))
-        for run in runs:
-            if run.token in kept:
-                run.expires_at = now + lease
-                run.held_until = leases.held_until(sent_at, lease)
+        ``lease`` from now, by the database clock, in the two statements
+        ``JobRun.renew()`` sends for one (``Claim.renew_together()``): for
+        the fires a scheduler won together and sent to their queue. A run
+        whose lease ended is not revived, and keeps the lease it had in
+        memory."""
+        Claim.renew_together(runs, lease)
 
     def try_claim_many(
         self,
