@@ -432,7 +432,7 @@ class TaskTarget:
             return retries.retrying(connections[db], claim_and_enqueue)
         run = claim(lease)
         if not isinstance(run, Refusal):
-            self.send(job, run, delay)
+            send_messages([(job, run, delay)])
         return run
 
     @staticmethod
@@ -446,13 +446,6 @@ class TaskTarget:
         message is sent (``send()``); either lengthened by the delay."""
         base = jobclaims_settings.queue_lease if self.in_claims_database() else start_lease
         return base + datetime.timedelta(seconds=delay)
-
-    def send(self, job: JobSchedule, run: JobRun, delay: float) -> None:
-        """Send the message of a fire claimed outside its queue's database,
-        and lengthen the claim to the queue's lease once it is sent."""
-        if self.enqueue_or_settle(job, run, delay):
-            # False when its claim was lost meanwhile: the message's copy steps aside.
-            run.renew(jobclaims_settings.queue_lease + datetime.timedelta(seconds=delay))
 
     def enqueue_or_settle(self, job: JobSchedule, run: JobRun, delay: float) -> bool:
         """Send the fire's message, or settle the fire failed by its retry policy."""
@@ -503,3 +496,21 @@ class TaskTarget:
         if config is None:
             return False
         return bool(router.db_for_write(config.get_model("DBTaskResult")) == db)
+
+
+def send_messages(fires: Sequence[tuple[JobSchedule, JobRun, float]]) -> None:
+    """Send the messages of task fires claimed outside their queue's
+    database, each ``(job, run, delay)``, then lengthen the claims of those
+    sent to the queue's lease, plus their delay, all together: until sent,
+    a claim holds only a start's lease, so a host that dies before sending
+    frees the fire soon. A claim lost meanwhile is not revived, and its
+    message's copy steps aside."""
+    sent: dict[float, list[JobRun]] = {}
+    for job, run, delay in fires:
+        assert job.task is not None, "only tasks' fires are sent"
+        if job.task.enqueue_or_settle(job, run, delay):
+            sent.setdefault(delay, []).append(run)
+    for delay, runs in sent.items():
+        JobRun.objects.renew_all(
+            runs, jobclaims_settings.queue_lease + datetime.timedelta(seconds=delay)
+        )

@@ -48,6 +48,7 @@ from jobclaims.claims.batch import Fire
 from jobclaims.claims.rule import Reason, Refusal
 from jobclaims.conf import jobclaims_settings
 from jobclaims.controls import pauses
+from jobclaims.jobs import task_schedules
 from jobclaims.jobs.schedules import ON_TIME, JobSchedule, Misfire, Overlap
 from jobclaims.models import JobRun
 from jobclaims.running import attempts, cancels, timeouts
@@ -406,21 +407,15 @@ class Scheduler:
             job.task.enqueue_or_settle(job, run, delays[run.job])
 
         outcomes = JobRun.objects.try_claim_many(fires, then=enqueue if enqueuing else None)
-        sent: dict[float, list[JobRun]] = {}
+        to_send: list[tuple[JobSchedule, JobRun, float]] = []
         for (job, fire, key), outcome in zip(together, outcomes, strict=True):
             self.tried[job.job] = fire
             if outcome is None:
                 outcome = self._try_claim(job, key)
             elif isinstance(outcome, JobRun) and job.task and not enqueuing:
-                delay = delays[job.job]
-                if job.task.enqueue_or_settle(job, outcome, delay):
-                    sent.setdefault(delay, []).append(outcome)
+                to_send.append((job, outcome, delays[job.job]))
             self._take_outcome(job, fire, key, outcome, won)
-        # Each sent message's claim lasts the queue's lease from now on; a
-        # claim lost meanwhile is not revived, and its message steps aside.
-        for delay, runs in sent.items():
-            lease = jobclaims_settings.queue_lease + datetime.timedelta(seconds=delay)
-            JobRun.objects.renew_all(runs, lease)
+        task_schedules.send_messages(to_send)
 
     @staticmethod
     def _batch_lease(job: JobSchedule, delay: float) -> datetime.timedelta:
