@@ -35,6 +35,7 @@ whole, and its fires are then claimed alone.
 from __future__ import annotations
 
 import datetime
+import functools
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
@@ -134,10 +135,7 @@ def claim_fires(
         size = _chunk_size(connection)
         for start in range(0, len(ordered), size):
             chunk = ordered[start : start + size]
-            if then is None:
-                outcomes.update(_claim_chunk(model, connection, chunk, leases_of))
-            else:
-                outcomes.update(_claim_chunk_then(model, connection, chunk, leases_of, then))
+            outcomes.update(_claim_chunk(model, connection, chunk, leases_of, then))
     return [outcomes.get(_key(run)) for run in runs]
 
 
@@ -178,16 +176,50 @@ def _claim_chunk(
     connection: BaseDatabaseWrapper,
     runs: list[ClaimRow],
     leases_of: dict[Key, datetime.timedelta],
+    then: Callable[[ClaimRow], object] | None = None,
 ) -> dict[Key, Outcome]:
+    """Claim ``runs`` in one INSERT, then count a skip for each one a
+    committed row refused. With ``then``, one transaction holds the claims
+    and ``then(run)`` for each run won. Whatever goes wrong leaves every
+    fire of the chunk to be claimed alone."""
     sql = _SQL[connection.vendor]
     sent_at = leases.clock()
+    insert = _insert if then is None else functools.partial(_insert_then, then=then)
+    try:
+        trying, won, refused = insert(model, connection, sql, runs, leases_of)
+    except _NothingHeld:
+        return {}
+    outcomes: dict[Key, Outcome] = {}
+    for run in won:
+        if _key(run) not in refused:  # Those are claimed alone next, and refused naming why.
+            run.held_until = leases.held_until(sent_at, leases_of[_key(run)])
+            events.acquired(run, None)
+            outcomes[_key(run)] = run
+    lost = [run for run in trying if run.pk is None and _key(run) not in refused]
+    outcomes.update(_skips(model, connection, sql, lost))
+    return outcomes
+
+
+_Inserted = tuple[list[ClaimRow], list[ClaimRow], set[Key]]
+
+
+def _insert(
+    model: type[Any],
+    connection: BaseDatabaseWrapper,
+    sql: _Statements,
+    runs: list[ClaimRow],
+    leases_of: dict[Key, datetime.timedelta],
+) -> _Inserted:
+    """The runs tried, those won, and the keys of those refused once they
+    committed, which are given back: autocommitted, its standby wait
+    bounded."""
     trying = runs
     try:
         with connection.cursor() as cursor:
             before = sql.refused_before(cursor, runs)
             trying = [run for run in runs if _key(run) not in before]
             with standby.bounded(connection) as watch:
-                won, refused_after = sql.insert(cursor, trying, leases_of)
+                won, refused = sql.insert(cursor, trying, leases_of)
             if watch.fired:
                 raise _Unacknowledged
     except (DatabaseError, _Unacknowledged) as error:
@@ -198,32 +230,22 @@ def _claim_chunk(
                 raise
             retries.reconnect_after(connection, error)
         _give_back(model, connection, trying)
-        return {}
-    outcomes: dict[Key, Outcome] = {}
-    for run in won:
-        if _key(run) in refused_after:
-            _give_back(model, connection, [run])
-            continue  # Claimed alone next, and refused naming why.
-        run.held_until = leases.held_until(sent_at, leases_of[_key(run)])
-        events.acquired(run, None)
-        outcomes[_key(run)] = run
-    lost = [run for run in trying if run.pk is None]
-    outcomes.update(_skips(model, connection, sql, lost))
-    return outcomes
+        raise _NothingHeld from error
+    _give_back(model, connection, [run for run in won if _key(run) in refused])
+    return trying, won, refused
 
 
-def _claim_chunk_then(
+def _insert_then(
     model: type[Any],
     connection: BaseDatabaseWrapper,
+    sql: _Statements,
     runs: list[ClaimRow],
     leases_of: dict[Key, datetime.timedelta],
     then: Callable[[ClaimRow], object],
-) -> dict[Key, Outcome]:
-    """``_claim_chunk()`` in one transaction with ``then(run)`` for each run
-    won. A database error rolls back the claims and what ``then`` wrote,
-    and leaves every fire to be claimed alone."""
-    sql = _SQL[connection.vendor]
-    sent_at = leases.clock()
+) -> _Inserted:
+    """``_insert()`` in one transaction with ``then(run)`` for each run
+    won and not refused. A database error rolls back the claims and what
+    ``then`` wrote."""
     try:
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             before = sql.refused_before(cursor, runs)
@@ -241,18 +263,10 @@ def _claim_chunk_then(
         retries.reconnect_after(connection, error)
         for run in runs:
             run.pk = None
-        return {}
-    outcomes: dict[Key, Outcome] = {}
-    for run in won:
-        if _key(run) in refused:
-            run.pk = None  # Claimed alone next, and refused naming why.
-            continue
-        run.held_until = leases.held_until(sent_at, leases_of[_key(run)])
-        events.acquired(run, None)
-        outcomes[_key(run)] = run
-    lost = [run for run in trying if run.pk is None and _key(run) not in refused]
-    outcomes.update(_skips(model, connection, sql, lost))
-    return outcomes
+        raise _NothingHeld from error
+    for run in given_back:
+        run.pk = None
+    return trying, won, refused
 
 
 def _skips(
@@ -284,6 +298,8 @@ def _give_back(model: type[Any], connection: BaseDatabaseWrapper, runs: list[Cla
     started: each fire is then claimed alone. Best effort, as a new row's
     give-back is: a row left behind is a holder that never started, whose
     lease runs out and whose fire is taken over."""
+    if not runs:
+        return
     tokens = [run.token for run in runs]
     with suppress(DatabaseError), transaction.atomic(using=connection.alias):
         if connection.vendor == "postgresql":
@@ -295,6 +311,10 @@ def _give_back(model: type[Any], connection: BaseDatabaseWrapper, runs: list[Cla
         ).delete()
     for run in runs:
         run.pk = None
+
+
+class _NothingHeld(Exception):
+    """A chunk's claims were rolled back or given back: each fire is claimed alone."""
 
 
 class _Unacknowledged(Exception):
