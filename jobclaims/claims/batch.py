@@ -186,7 +186,7 @@ def _claim_chunk(
     sent_at = leases.clock()
     insert = _insert if then is None else functools.partial(_insert_then, then=then)
     try:
-        trying, won, refused = insert(model, connection, sql, runs, leases_of)
+        trying, (won, refused, skipped) = insert(model, connection, sql, runs, leases_of)
     except _NothingHeld:
         return {}
     outcomes: dict[Key, Outcome] = {}
@@ -196,11 +196,10 @@ def _claim_chunk(
             events.acquired(run, None)
             outcomes[_key(run)] = run
     lost = [run for run in trying if run.pk is None and _key(run) not in refused]
-    outcomes.update(_skips(model, connection, sql, lost))
+    if skipped is None:
+        skipped = _skips(connection, sql, lost)
+    outcomes.update(_refusals(model, skipped, lost))
     return outcomes
-
-
-_Inserted = tuple[list[ClaimRow], list[ClaimRow], set[Key]]
 
 
 def _insert(
@@ -209,9 +208,9 @@ def _insert(
     sql: _Statements,
     runs: list[ClaimRow],
     leases_of: dict[Key, datetime.timedelta],
-) -> _Inserted:
-    """The runs tried, those won, and the keys of those refused once they
-    committed, which are given back: autocommitted, its standby wait
+) -> tuple[list[ClaimRow], Inserted]:
+    """The runs tried, and what their insert settled; those refused once
+    they committed are given back. Autocommitted, its standby wait
     bounded."""
     trying = runs
     try:
@@ -219,7 +218,7 @@ def _insert(
             before = sql.refused_before(cursor, runs)
             trying = [run for run in runs if _key(run) not in before]
             with standby.bounded(connection) as watch:
-                won, refused = sql.insert(cursor, trying, leases_of)
+                inserted = sql.insert(cursor, trying, leases_of)
             if watch.fired:
                 raise _Unacknowledged
     except (DatabaseError, _Unacknowledged) as error:
@@ -231,8 +230,8 @@ def _insert(
             retries.reconnect_after(connection, error)
         _give_back(model, connection, trying)
         raise _NothingHeld from error
-    _give_back(model, connection, [run for run in won if _key(run) in refused])
-    return trying, won, refused
+    _give_back(model, connection, [run for run in inserted.won if _key(run) in inserted.refused])
+    return trying, inserted
 
 
 def _insert_then(
@@ -242,7 +241,7 @@ def _insert_then(
     runs: list[ClaimRow],
     leases_of: dict[Key, datetime.timedelta],
     then: Callable[[ClaimRow], object],
-) -> _Inserted:
+) -> tuple[list[ClaimRow], Inserted]:
     """``_insert()`` in one transaction with ``then(run)`` for each run
     won and not refused. A database error rolls back the claims and what
     ``then`` wrote."""
@@ -250,7 +249,8 @@ def _insert_then(
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             before = sql.refused_before(cursor, runs)
             trying = [run for run in runs if _key(run) not in before]
-            won, refused = sql.insert(cursor, trying, leases_of)
+            inserted = sql.insert(cursor, trying, leases_of)
+            won, refused = inserted.won, inserted.refused
             if given_back := [run for run in won if _key(run) in refused]:
                 tokens = [run.token for run in given_back]
                 model.objects.using(connection.alias).filter(token__in=tokens).delete()
@@ -266,30 +266,37 @@ def _insert_then(
         raise _NothingHeld from error
     for run in given_back:
         run.pk = None
-    return trying, won, refused
+    return trying, inserted
 
 
 def _skips(
-    model: type[Any], connection: BaseDatabaseWrapper, sql: _Statements, lost: list[ClaimRow]
-) -> dict[Key, Outcome]:
-    """The refusals of the fires another holder's row refuses, each counted
-    as a skip; a skip is a note for operators, so when its statement fails
-    the fires are claimed alone, which records their own."""
+    connection: BaseDatabaseWrapper, sql: _Statements, lost: list[ClaimRow]
+) -> dict[Key, str]:
+    """Count a skip for each of the fires another holder's row refuses:
+    their reasons. A skip is a note for operators, so when its statement
+    fails the fires are claimed alone, which records their own."""
     if not lost:
         return {}
     try:
         with connection.cursor() as cursor:
-            reasons = sql.skip_if_blocked(cursor, lost)
+            return sql.skip_if_blocked(cursor, lost)
     except DatabaseError as error:
         if not retries.is_transient(error):
             raise
         retries.reconnect_after(connection, error)
         return {}
+
+
+def _refusals(
+    model: type[Any], skipped: dict[Key, str], lost: list[ClaimRow]
+) -> dict[Key, Outcome]:
+    """The refusals of the fires lost whose skips were counted, each said."""
     refusals: dict[Key, Outcome] = {}
-    for (job, window), reason in reasons.items():
-        refusal = Refusal(job, window, Reason(reason))
-        events.skipped(model, refusal)
-        refusals[(job, window)] = refusal
+    for key in map(_key, lost):
+        if (reason := skipped.get(key)) is not None:
+            refusal = Refusal(*key, Reason(reason))
+            events.skipped(model, refusal)
+            refusals[key] = refusal
     return refusals
 
 
@@ -311,6 +318,16 @@ def _give_back(model: type[Any], connection: BaseDatabaseWrapper, runs: list[Cla
         ).delete()
     for run in runs:
         run.pk = None
+
+
+class Inserted(NamedTuple):
+    """What one batch insert settled: the runs it won, loaded; the keys of
+    those refused once they committed; and the reasons of the skips it
+    counted for the runs it lost, or ``None`` where it counted none."""
+
+    won: list[ClaimRow]
+    refused: set[Key]
+    skipped: dict[Key, str] | None = None
 
 
 class _NothingHeld(Exception):
@@ -342,17 +359,20 @@ class _Statements:
         cursor: CursorWrapper,
         runs: list[ClaimRow],
         leases_of: dict[Key, datetime.timedelta],
-    ) -> tuple[list[ClaimRow], set[Key]]:
-        """Insert the runs nobody holds: the runs inserted, loaded, and
-        those of them refused once they committed."""
+    ) -> Inserted:
+        """Insert the runs nobody holds: the runs inserted, loaded, those of
+        them refused once they committed, and, where the insert counted
+        them too, the skips of the others."""
         if not runs:
-            return [], set()
+            return Inserted([], set(), {})
         module = self.module
         params: list[Any] = []
         for run in runs:
             params += self._fire_params(cursor, run, leases_of[_key(run)])
         params += self._insert_params()
         fires = ", ".join([module.FIRE] * len(runs))
+        if self._claims_then_skips(cursor.db):
+            return self._claim_then_skips(cursor, runs, fires, params)
         together = self._claims_then_reads(cursor.db)
         if together:
             keys = ", ".join([module.KEY] * len(runs))
@@ -366,21 +386,63 @@ class _Statements:
             cursor.nextset()  # Past the COMMIT's result, to the read's.
             cursor.nextset()
             refused = {(job, window) for job, window in cursor.fetchall()}
-            return won, refused & {_key(run) for run in won}
+            return Inserted(won, refused & {_key(run) for run in won})
         if not self.reads_after_commit or not won:
-            return won, set()
-        return won, self._refused(cursor, won, "")
+            return Inserted(won, set())
+        return Inserted(won, self._refused(cursor, won, ""))
+
+    def _claim_then_skips(
+        self, cursor: CursorWrapper, runs: list[ClaimRow], fires: str, params: list[Any]
+    ) -> Inserted:
+        """``insert()`` in one message with the skips of the runs it lost
+        and the read after its commit (MariaDB's ``CLAIM_MANY_THEN_SKIPPED``).
+        The skips are counted for every run but by its own row, so a run
+        inserted counts none."""
+        module = self.module
+        count = len(runs)
+        statement = module.CLAIM_MANY_THEN_SKIPPED.format(
+            fires=fires,
+            blocked=", ".join([module.BLOCKED_TOKEN] * count),
+            keys=", ".join([module.KEY] * count),
+        )
+        params += self._skip_params(cursor, runs, tokens=True)
+        params += [*self._key_params(cursor, runs), naming.ALL_JOBS]
+        cursor.execute(statement, params)
+        won = self._load(cursor, runs, cursor.fetchall())
+        try:
+            cursor.nextset()
+            skipped = {(job, window): reason for job, window, reason in cursor.fetchall()}
+            cursor.nextset()
+            refused = {(job, window) for job, window in cursor.fetchall()}
+        except DatabaseError as error:
+            # The claims committed, and the server ran nothing after the
+            # error: the read after the commit alone, the skips by the caller.
+            if not retries.is_transient(error):
+                raise
+            return Inserted(won, self._refused(cursor, won, "") if won else set())
+        return Inserted(won, refused & {_key(run) for run in won}, skipped)
 
     def skip_if_blocked(self, cursor: CursorWrapper, runs: list[ClaimRow]) -> dict[Key, str]:
         """Count a skip for each run a committed row refuses: the reasons."""
         module = self.module
+        keys = ", ".join([module.BLOCKED] * len(runs))
+        statement = module.SKIP_IF_BLOCKED_MANY.format(keys=keys, token="", theirs="")
+        cursor.execute(statement, self._skip_params(cursor, runs))
+        return {(job, window): reason for job, window, reason in cursor.fetchall()}
+
+    @staticmethod
+    def _skip_params(
+        cursor: CursorWrapper, runs: list[ClaimRow], *, tokens: bool = False
+    ) -> list[Any]:
+        """``SKIP_IF_BLOCKED_MANY``'s parameters: each run's key, and its
+        token ``tokens`` asks for; then the owner."""
         params: list[Any] = []
         for run in runs:
             params += [run.job, run.window, run.holds_job]
+            if tokens:
+                params.append(run._meta.get_field("token").get_db_prep_value(run.token, cursor.db))
         params.append(runs[0].owner)
-        statement = module.SKIP_IF_BLOCKED_MANY.format(keys=", ".join([module.BLOCKED] * len(runs)))
-        cursor.execute(statement, params)
-        return {(job, window): reason for job, window, reason in cursor.fetchall()}
+        return params
 
     def _refused(self, cursor: CursorWrapper, runs: list[ClaimRow], held: str) -> set[Key]:
         module = self.module
@@ -388,6 +450,13 @@ class _Statements:
         params = [*self._key_params(cursor, runs), naming.ALL_JOBS]
         cursor.execute(statement, params)
         return {(job, window) for job, window in cursor.fetchall()}
+
+    def _claims_then_skips(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether the insert, the skips and the read after its commit go in
+        one message: where the backend writes them so (MariaDB, whose
+        client sends several statements in one), outside a transaction."""
+        written = getattr(self.module, "CLAIM_MANY_THEN_SKIPPED", None)
+        return written is not None and not connection.in_atomic_block
 
     def _claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
         """Whether the insert and the read after its commit go in one

@@ -272,10 +272,11 @@ KEY = "(%s, %s, %s, %s, %s)"
 
 #: ``SKIP_IF_BLOCKED`` for each row of ``{keys}`` (each written as
 #: ``BLOCKED``): one skip counted per fire a committed row refuses, its
-#: reason returned. The parameter after the rows is the owner.
+#: reason returned. The parameter after the rows is the owner. ``{token}``
+#: and ``{theirs}`` are empty, or ``TOKEN`` and ``THEIRS``.
 SKIP_IF_BLOCKED_MANY = """
 INSERT INTO jobclaims_jobskip (job, `window`, owner, reason, count, skipped_at)
-WITH f (job, `window`, holds_job) AS (VALUES {keys})
+WITH f (job, `window`, holds_job{token}) AS (VALUES {keys})
 SELECT job, `window`, %s, reason, 1, UTC_TIMESTAMP(6)
 FROM (
     SELECT f.job, f.`window`,
@@ -285,7 +286,8 @@ FROM (
            ROW_NUMBER() OVER (PARTITION BY f.job, f.`window`
                               ORDER BY r.`window` <> f.`window`) AS nth
     FROM f JOIN jobclaims_jobrun r
-      ON r.job = f.job AND (r.`window` = f.`window` OR (f.holds_job AND r.holds_job IS NOT NULL))
+      ON r.job = f.job
+     AND (r.`window` = f.`window` OR (f.holds_job AND r.holds_job IS NOT NULL)){theirs}
     WHERE (r.`window` = f.`window`
            AND ((r.status IN ('running', 'cancelled') AND r.expires_at > UTC_TIMESTAMP(6))
                 OR r.status = 'succeeded'))
@@ -300,6 +302,31 @@ RETURNING job, `window`, reason
 
 #: One row of ``SKIP_IF_BLOCKED_MANY``'s ``{keys}``.
 BLOCKED = "(%s, %s, %s)"
+
+#: ``SKIP_IF_BLOCKED_MANY``'s ``{token}`` and ``{theirs}`` after the
+#: claims' own insert: each fire's token, whose row refuses no fire.
+TOKEN = ", token"
+THEIRS = " AND r.token <> f.token"
+
+#: One row of ``SKIP_IF_BLOCKED_MANY``'s ``{keys}`` with ``TOKEN``.
+BLOCKED_TOKEN = "(%s, %s, %s, %s)"
+
+#: ``INSERT_MANY``, then ``SKIP_IF_BLOCKED_MANY`` for the same fires, its
+#: ``{keys}`` as ``{blocked}``, with ``TOKEN`` and ``THEIRS``, then
+#: ``REFUSED_MANY`` without ``HELD``: one message, each statement
+#: committing as it ends. A fire the insert lost gets its skip counted,
+#: and one it won its read after the commit, without a round trip of
+#: their own.
+CLAIM_MANY_THEN_SKIPPED = ";\n".join(
+    (
+        INSERT_MANY.strip(),
+        SKIP_IF_BLOCKED_MANY.strip()
+        .replace("{keys}", "{blocked}")
+        .replace("{token}", TOKEN)
+        .replace("{theirs}", THEIRS),
+        REFUSED_MANY.strip().replace("{held}", ""),
+    )
+)
 
 #: The run's outcome, and what it printed, if it still holds its claim. On Galera the server may
 #: retry it when another node's write to the row wins certification; that
