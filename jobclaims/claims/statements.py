@@ -477,7 +477,7 @@ class MySQLStatements(ClaimStatements):
         if galera:
             trusted = sql.GALERA_NO_RETRY + trusted
         causal = sql.GALERA_CAUSAL if galera else ""
-        one_statement_skips = returns and not galera
+        mariadb_alone = returns and not galera  # MariaDB 10.5+, not a Galera node.
         return Written(
             insert=sql.INSERT,
             insert_returning=trusted,
@@ -493,9 +493,19 @@ class MySQLStatements(ClaimStatements):
             insert_unless_taken=(
                 sql.INSERT_UNLESS_TAKEN_ON_GALERA if galera else sql.INSERT_UNLESS_TAKEN
             ),
-            skip_if_blocked=sql.SKIP_IF_BLOCKED if one_statement_skips else None,
-            skip_if_window_blocked=sql.SKIP_IF_WINDOW_BLOCKED if one_statement_skips else None,
+            skip_if_blocked=sql.SKIP_IF_BLOCKED if mariadb_alone else None,
+            skip_if_window_blocked=sql.SKIP_IF_WINDOW_BLOCKED if mariadb_alone else None,
+            claim_then_pause=sql.CLAIM_THEN_PAUSE if mariadb_alone else None,
+            claim_then_pause_or_slot_succeeded=(
+                sql.CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED if mariadb_alone else None
+            ),
         )
+
+    def _run_params(
+        self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
+    ) -> dict[str, Any]:
+        # The jobs whose pause holds for this claim too, for CLAIM_THEN_PAUSE's read.
+        return {**super()._run_params(cursor, run, lease), **naming.pausing_jobs(run.job)}
 
     def _lease(self, lease: datetime.timedelta) -> object:
         return mysql.lease(lease)

@@ -374,27 +374,33 @@ def test_a_pause_that_commits_after_a_claim_read_the_pauses_refuses_the_claim(
 def test_a_pause_the_claims_insert_missed_is_read_behind_its_commit_in_the_same_round_trip(
     monkeypatch, slotted
 ):
-    # PostgreSQL sends the read after the commit behind the claim's INSERT
-    # and COMMIT, in one message. An INSERT made blind to pauses stands for
-    # one whose snapshot came before the pause committed: the read behind
-    # its COMMIT must still find the pause, and the claim give its row back.
+    # PostgreSQL and MariaDB send the read after the commit behind the
+    # claim's INSERT and COMMIT, in one message. An INSERT made blind to
+    # pauses (on MariaDB, the read before it) stands for one whose snapshot
+    # came before the pause committed: the read behind its COMMIT must
+    # still find the pause, and the claim give its row back.
     statements = claim_statements(connection)
     if not statements.claims_then_reads(connection):
-        pytest.skip("the claim and its read after the commit go in one round trip on PostgreSQL")
+        pytest.skip("the claim and its read after the commit go in one round trip on SQLite")
 
-    def blind(bundle: str | None) -> str:
+    def blind(statement: str | None) -> str:
+        assert statement is not None
+        return statement.replace("resumed_at IS NULL", "resumed_at IS NULL AND FALSE")
+
+    def blind_claim(bundle: str | None) -> str:
         assert bundle is not None
         claimed, after_commit = bundle.split("COMMIT;")
-        claimed = claimed.replace("resumed_at IS NULL", "resumed_at IS NULL AND FALSE")
-        return f"{claimed}COMMIT;{after_commit}"
+        return f"{blind(claimed)}COMMIT;{after_commit}"
 
     sql = statements.sql
     monkeypatch.setattr(
         statements,
         "sql",
         sql._replace(
-            claim_then_pause=blind(sql.claim_then_pause),
-            claim_then_pause_or_slot_succeeded=blind(sql.claim_then_pause_or_slot_succeeded),
+            pause=blind(sql.pause),
+            pause_or_slot_run=blind(sql.pause_or_slot_run),
+            claim_then_pause=blind_claim(sql.claim_then_pause),
+            claim_then_pause_or_slot_succeeded=blind_claim(sql.claim_then_pause_or_slot_succeeded),
         ),
     )
     pause_from_another_connection("charge_ledger")

@@ -126,6 +126,19 @@ SELECT * FROM (
 """
 )
 
+#: ``INSERT_UNLESS_TAKEN`` and, once it committed, the read that refuses a
+#: claim after its commit, in one message (mysqlclient sends several
+#: statements in one, and keeps each one's result), as PostgreSQL's
+#: ``CLAIM_THEN_PAUSE``: the autocommitted INSERT commits as it ends, so
+#: the read sees any pause (or success of the slot) that committed first,
+#: without a round trip more. The COMMIT, a no-op there, keeps the read's
+#: result third, where PostgreSQL's is. An error in the INSERT ends the
+#: message. Not on Galera, whose node may retry an INSERT after answering.
+CLAIM_THEN_PAUSE = INSERT_UNLESS_TAKEN.strip() + ";\nCOMMIT;\n" + PAUSE.strip()
+CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED = (
+    INSERT_UNLESS_TAKEN.strip() + ";\nCOMMIT;\n" + PAUSE_OR_SLOT_SUCCEEDED.strip()
+)
+
 #: The window's first claim after a read found no row in its way;
 #: ``IntegrityError`` when a contender inserted first. MySQL, which cannot
 #: return rows from an INSERT, reads its key and stamps back (``READ_BACK``).
