@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from time import perf_counter_ns
+from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -116,11 +117,8 @@ def round_trips(connection: BaseDatabaseWrapper) -> Iterator[Callable[[], int | 
         with _libpq_trace(connection) as count:
             yield count
     elif connection.vendor == "mysql":
-        before = _questions(connection)
-        counted: list[int] = []
-        yield lambda: counted[0] if counted else None
-        # The second SHOW STATUS counts itself.
-        counted.append(_questions(connection) - before - 1)
+        with _mysql_requests(connection) as count:
+            yield count
     else:
         yield lambda: None
 
@@ -143,10 +141,32 @@ def _libpq_trace(connection: BaseDatabaseWrapper) -> Iterator[Callable[[], int |
         counted.append(sum("\tReadyForQuery\t" in line for line in trace))
 
 
-def _questions(connection: BaseDatabaseWrapper) -> int:
-    with connection.connection.cursor() as cursor:
-        cursor.execute("SHOW SESSION STATUS LIKE 'Questions'")
-        return int(cursor.fetchone()[1])
+@contextmanager
+def _mysql_requests(connection: BaseDatabaseWrapper) -> Iterator[Callable[[], int | None]]:
+    """Count mysqlclient's calls that each send the server one request: a
+    query (one message, however many statements it holds), a change of
+    autocommit, a commit, a rollback. The server's own count of
+    ``Questions`` counts each statement of a message, not the message."""
+    raw = connection.connection
+    sent = 0
+
+    def counted(call: Callable[..., Any]) -> Callable[..., Any]:
+        def sending(*args: Any) -> Any:
+            nonlocal sent
+            sent += 1
+            return call(*args)
+
+        return sending
+
+    # The driver's connection lets its attributes be set, not deleted.
+    originals = {name: getattr(raw, name) for name in ("query", "autocommit", "commit", "rollback")}
+    for name, call in originals.items():
+        setattr(raw, name, counted(call))
+    try:
+        yield lambda: sent
+    finally:
+        for name, call in originals.items():
+            setattr(raw, name, call)
 
 
 def verb(sql: str) -> str:
