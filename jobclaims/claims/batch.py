@@ -13,8 +13,9 @@ Claimed together, per chunk of ``CHUNK`` fires:
 - SQLite: the insert, whose single statement holds the write lock through
   its checks, so no read follows it; the skips. 1 or 2.
 - MariaDB: a read of what refuses the fires before the claim, which its
-  insert cannot check (``jobclaims.claims.backends.mysql``); the insert; the
-  read after its commit, if it won any; the skips, if it lost any. 2 to 4.
+  insert cannot check (``jobclaims.claims.backends.mysql``); then one
+  message with the insert, the skips of the fires it lost and the read
+  after its commit (``CLAIM_MANY_THEN_SKIPPED``). 2, won or lost.
 
 The batch adds no rule of its own. It wins a fire only where no row stands
 in its way, as a single claim's first INSERT does, and refuses a fire only
