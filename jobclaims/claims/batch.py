@@ -457,7 +457,11 @@ class _Statements:
         one message: where the backend writes them so (MariaDB, whose
         client sends several statements in one), outside a transaction."""
         written = getattr(self.module, "CLAIM_MANY_THEN_SKIPPED", None)
-        return written is not None and not connection.in_atomic_block
+        return (
+            written is not None
+            and not connection.in_atomic_block
+            and mysql.sends_several(connection)
+        )
 
     def _claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
         """Whether the insert and the read after its commit go in one

@@ -501,6 +501,10 @@ class MySQLStatements(ClaimStatements):
             ),
         )
 
+    def claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
+        """Only where mysqlclient sends several statements in one message."""
+        return super().claims_then_reads(connection) and mysql.sends_several(connection)
+
     def _run_params(
         self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
     ) -> dict[str, Any]:

@@ -141,6 +141,36 @@ def test_a_skip_count_that_fails_once_the_claims_committed_keeps_every_fire_won(
     assert JobSkip.objects.get(job="job_0003", owner="host-b").count == 1  # Not counted again.
 
 
+@pytest.fixture
+def one_statement_a_message():
+    """The test database's connection, opened again as a project's that sets
+    mysqlclient's ``"multi_statements": False`` in its ``OPTIONS``."""
+    options = connection.settings_dict["OPTIONS"]
+    connection.close()
+    options["multi_statements"] = False
+    yield
+    connection.close()
+    del options["multi_statements"]
+
+
+@pytest.mark.skipif(
+    connection.vendor != "mysql", reason="mysqlclient's option: other drivers have none"
+)
+def test_a_connection_that_sends_one_statement_a_message_claims_with_one_each(
+    one_statement_a_message,
+):
+    with CaptureQueriesContext(connection) as sent:
+        run = claimed("alone", "w1")
+        run.release()
+        won = JobRun.objects.try_claim_many(fires(10), owner="host-a")
+        lost = JobRun.objects.try_claim_many(fires(10), owner="host-b")
+
+    assert JobRun.objects.get(job="alone").status == JobRun.Status.SUCCEEDED
+    assert {told(outcome) for outcome in won} == {"running"}
+    assert {told(outcome) for outcome in lost} == {Reason.HELD}
+    assert not [query["sql"] for query in sent.captured_queries if ";\n" in query["sql"]]
+
+
 def test_a_batch_with_one_bad_fire_writes_nothing_and_names_the_fix():
     bad = Fire("x" * 300, "w1", LEASE)
     with pytest.raises(ValueError, match="200"):

@@ -439,3 +439,10 @@ def finished_at(insert_id: int) -> datetime.datetime:
 
 #: Where ``RELEASE``'s microseconds count from.
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def sends_several(connection: BaseDatabaseWrapper) -> bool:
+    """Whether ``connection`` may send several statements in one message:
+    mysqlclient allows it unless the database's ``OPTIONS`` say
+    a false ``"multi_statements"``, when the claims send one at a time."""
+    return bool(connection.settings_dict["OPTIONS"].get("multi_statements", True))
