@@ -454,14 +454,10 @@ class _Statements:
 
     def _claims_then_skips(self, connection: BaseDatabaseWrapper) -> bool:
         """Whether the insert, the skips and the read after its commit go in
-        one message: where the backend writes them so (MariaDB, whose
-        client sends several statements in one), outside a transaction."""
+        one message: where the backend writes them so (MariaDB) and a single
+        claim's insert and read go in one (``claims_then_reads()``)."""
         written = getattr(self.module, "CLAIM_MANY_THEN_SKIPPED", None)
-        return (
-            written is not None
-            and not connection.in_atomic_block
-            and mysql.sends_several(connection)
-        )
+        return written is not None and claim_statements(connection).claims_then_reads(connection)
 
     def _claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
         """Whether the insert and the read after its commit go in one
