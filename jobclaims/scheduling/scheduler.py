@@ -702,7 +702,7 @@ class Scheduler:
         fire = job.due(now)
         if (waiting := self._waiting(job, fire)) is not None:
             return waiting
-        if fire is None or self.tried.get(job.job) == fire or fire < self._oldest_due(job):
+        if fire is None or self.tried.get(job.job) == fire or fire < self._oldest_due(job, now):
             return []
         key = job.slots.key_at(fire)
         if now - fire > ON_TIME and self._settled_or_held(job, key):
@@ -837,7 +837,7 @@ class Scheduler:
             fire = None if retry else schedule.fire_of(key)
             if not retry and (
                 fire is None
-                or fire < self._oldest_due(schedule)
+                or fire < self._oldest_due(schedule, now)
                 or not schedule.takes_over(fire, now)
             ):
                 continue
@@ -860,12 +860,18 @@ class Scheduler:
             return True
         return bool(pauses.refused_windows(job.job, [key]))
 
-    def _oldest_due(self, job: JobSchedule) -> datetime.datetime:
+    def _oldest_due(self, job: JobSchedule, now: datetime.datetime) -> datetime.datetime:
         """The oldest fire ``job``'s schedule had due: the one on time as it
         came into force (``JobSchedule.oldest_due()``). Anything older was
-        never due, so never missed."""
+        never due, so never missed.
+
+        The schedule is in force here from the look that first used it,
+        ``now``, if that look read the clock before the schedule was
+        recorded: else a ``--once`` that recorded it just after a fire's
+        instant would find the fire it was started for "never due"."""
         if job.job not in self.in_force:
-            self.in_force[job.job] = job.oldest_due(schedule_versions.in_force_since(job))
+            since = min(schedule_versions.in_force_since(job), now)
+            self.in_force[job.job] = job.oldest_due(since)
         return self.in_force[job.job]
 
     def _unclaimed(
@@ -873,7 +879,7 @@ class Scheduler:
     ) -> list[tuple[datetime.datetime, str]]:
         """Fires since the newest fire claimed that no claim holds, oldest
         first, none from before the schedule came into force."""
-        oldest = self._oldest_due(job)
+        oldest = self._oldest_due(job, now)
         runs = JobRun.objects.filter(job=job.job)
         # The newest fire claimed, not the newest claim: a backfill of an old
         # window, claimed last, must not send the look back to before it.

@@ -19,6 +19,7 @@ import pytest
 
 from jobclaims import testing
 from jobclaims.claims import naming
+from jobclaims.controls import pauses
 from jobclaims.jobs.discovery import scheduled_jobs
 from jobclaims.jobs.schedules import JobSchedule, Misfire
 from jobclaims.models import JobRun, JobSkip, ScheduleVersion
@@ -520,6 +521,26 @@ def test_a_fire_cancelled_while_it_waits_out_its_jitter_never_starts():
     assert scheduler.delayed == {}
     assert any("Did not start" in line and "while its start waited" in line for line in said)
     assert not Charge.objects.exists()
+
+
+def test_a_look_that_read_the_clock_before_its_schedule_was_recorded_still_tries_its_fire():
+    # A --once whose clock read came just before a fire's instant, and whose
+    # schedule was first recorded just after it (a loaded host): the fire
+    # due as it started is tried, here refused by a pause and recorded so.
+    ScheduleVersion.objects.filter(job="tick").delete()
+    pauses.pause(pauses.ALL_JOBS, by="ops")
+    job = the_job("tick")
+    instant = job.cron.latest_fire(database_now())
+    assert instant is not None
+    look = instant - datetime.timedelta(milliseconds=1)
+    scheduler = Scheduler([job], max_jobs=1, say=print)
+    scheduler.start_due(look)
+    fire = job.cron.latest_fire(look)
+    assert fire is not None
+    assert list(JobSkip.objects.values_list("job", "window", "reason")) == [
+        ("tick", job.slots.key_at(fire), JobSkip.Reason.PAUSED)
+    ]
+    assert scheduler.children == {}
 
 
 #: Three schedules, none due at noon on 10 June 2026; the last fires at 12:01.
