@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import re
 
 import pytest
 from django.db import connection
@@ -16,7 +15,7 @@ from jobclaims.testing import race
 from jobclaims.time import clock, leases
 from jobclaims.time.clock import database_now, now_sql
 from jobclaims.time.slots import Slots
-from tests.support.helpers import outcomes
+from tests.support.helpers import outcomes, verbs
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -167,11 +166,6 @@ def test_claimed_above_a_django_task_is_refused_naming_the_fix():
 
     with pytest.raises(TypeError, match="Put @claimed under @task"):
         claimed("export", window="daily")(unclaimed_export)
-
-
-def verbs(queries: CaptureQueriesContext) -> list[str]:
-    """Each statement's verb; MariaDB's "SET STATEMENT x FOR INSERT" is an INSERT."""
-    return [re.sub(r"^SET STATEMENT .+? FOR\s+", "", query["sql"]).split()[0] for query in queries]
 
 
 def clock_reads(queries: CaptureQueriesContext) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import re
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -17,6 +16,7 @@ from jobclaims.claims.statements import claim_statements
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.time.clock import database_now
 from tests.support.factories import stored_with_skips
+from tests.support.helpers import verbs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,11 +50,6 @@ def test_first_claim_of_a_window_is_attempt_one_with_a_lease_from_the_database_c
     assert JobRun.objects.get() == run
 
 
-def statements(queries: CaptureQueriesContext) -> list[str]:
-    """The verb of each statement; MariaDB's "SET STATEMENT x FOR INSERT" is an INSERT."""
-    return [re.sub(r"^SET STATEMENT .+? FOR\s+", "", query["sql"]).split()[0] for query in queries]
-
-
 def claims_by_inserting_first() -> bool:
     """Where a claim starts with its INSERT: rows are locked one by one (not
     SQLite, whose INSERT locks the whole file), and INSERT returns rows (not
@@ -82,25 +77,25 @@ def test_a_first_claim_and_its_release_read_the_pauses_before_and_after_the_clai
     assert "jobclaims_jobpause" in queries[-2]["sql"]
     if claim_statements(connection).claims_then_reads(connection):
         claimed = queries[-2]["sql"]
-        assert statements(queries)[-2:] == ["INSERT", "UPDATE"]
+        assert verbs(queries)[-2:] == ["INSERT", "UPDATE"]
         assert len(queries) == 2 if pauses_in_the_insert() else 3
         _, after_commit = claimed.split("COMMIT;")
         assert "jobclaims_jobpause" in after_commit
     elif claims_by_inserting_first() and pauses_in_the_insert():
-        assert statements(queries) == ["INSERT", "SELECT", "UPDATE"]
+        assert verbs(queries) == ["INSERT", "SELECT", "UPDATE"]
     elif claims_by_inserting_first():
-        assert statements(queries)[1:] == ["INSERT", "SELECT", "UPDATE"]
+        assert verbs(queries)[1:] == ["INSERT", "SELECT", "UPDATE"]
     elif connection.features.can_return_columns_from_insert:  # SQLite: a read first.
-        assert statements(queries)[1:] == ["SELECT", "INSERT", "SELECT", "UPDATE"]
+        assert verbs(queries)[1:] == ["SELECT", "INSERT", "SELECT", "UPDATE"]
     else:  # MySQL: the INSERT cannot return the claim's key and clock stamps.
-        assert statements(queries)[1:] == ["SELECT", "INSERT", "SELECT", "SELECT", "UPDATE"]
+        assert verbs(queries)[1:] == ["SELECT", "INSERT", "SELECT", "SELECT", "UPDATE"]
 
 
 def test_a_first_claim_inside_a_transaction_reads_first():
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
         held()
     # The pause read, then the claim's own.
-    assert statements(queries)[:3] == ["SELECT", "SELECT", "SAVEPOINT"]
+    assert verbs(queries)[:3] == ["SELECT", "SELECT", "SAVEPOINT"]
 
 
 def test_second_claim_is_refused_while_the_lease_holds_and_changes_nothing():
@@ -117,11 +112,11 @@ def test_a_refused_claim_writes_no_claim_row_and_records_its_skip_with_one_inser
     if claims_by_inserting_first() and pauses_in_the_insert():
         # The INSERT that claims a new window does nothing on a taken one;
         # then the pause read, the read of the row in the way, the skip.
-        assert statements(queries) == ["INSERT", "SELECT", "SELECT", "INSERT"]
+        assert verbs(queries) == ["INSERT", "SELECT", "SELECT", "INSERT"]
     elif claims_by_inserting_first():  # After the pause read:
-        assert statements(queries)[1:] == ["INSERT", "SELECT", "INSERT"]
+        assert verbs(queries)[1:] == ["INSERT", "SELECT", "INSERT"]
     else:  # After the pause read:
-        assert statements(queries)[1:] == ["SELECT", "INSERT"]
+        assert verbs(queries)[1:] == ["SELECT", "INSERT"]
     assert "jobclaims_jobskip" in queries[-1]["sql"]
     assert JobRun.objects.get().attempt == 1
     assert JobSkip.objects.get().reason == JobSkip.Reason.HELD

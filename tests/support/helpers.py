@@ -43,6 +43,16 @@ _NAMED = re.compile(
 )
 
 
+def verbs(queries: Iterable[dict[str, str]]) -> list[str]:
+    """The verb of each captured statement: MariaDB's "SET STATEMENT x FOR
+    INSERT" is an INSERT, and a union of selects in parentheses, "(SELECT
+    ...", a SELECT."""
+    return [
+        re.sub(r"^SET STATEMENT .+? FOR\s+", "", query["sql"]).lstrip("(").split()[0]
+        for query in queries
+    ]
+
+
 def commands_named(message: str) -> list[list[str]]:
     """Each ``manage.py`` command ``message`` tells the user to run, as its
     arguments: what a test of a message runs, to prove the fix works."""

@@ -17,8 +17,9 @@ from jobclaims.models import JobRun, JobSkip
 from jobclaims.testing import race
 from jobclaims.time import slots, windows
 from jobclaims.time.cron import CronSchedule
-from tests.models.test_models import claims_by_inserting_first, pauses_in_the_insert, statements
+from tests.models.test_models import claims_by_inserting_first, pauses_in_the_insert
 from tests.support.factories import claim_in_state
+from tests.support.helpers import verbs
 from tests.testapp.models import Charge
 
 HOUR = datetime.timedelta(hours=1)
@@ -155,7 +156,7 @@ def test_the_slot_rule_refuses_the_same_runs_whichever_statement_asks(in_a_trans
                 assert found.reason == Reason.SLOT_RAN
                 assert found.held_window == PLACES[place][0]
                 # Refused before a claim row was written, not given back after.
-                assert "DELETE" not in statements(queries), (state, place)
+                assert "DELETE" not in verbs(queries), (state, place)
                 refused.add((state, place))
                 continue
             JobRun.objects.filter(pk=found.pk).delete()
@@ -191,23 +192,23 @@ def test_a_claim_of_a_slot_reads_its_runs_with_its_pauses_in_one_statement():
     # on PostgreSQL and MariaDB behind the INSERT and its COMMIT, in the
     # same round trip.
     if claim_statements(connection).claims_then_reads(connection) and pauses_in_the_insert():
-        assert statements(queries) == ["INSERT", "UPDATE"]
+        assert verbs(queries) == ["INSERT", "UPDATE"]
         claimed, after_commit = queries[0]["sql"].split("COMMIT;")
         assert "jobclaims_jobpause" in claimed
         assert "slot_end" in claimed
         assert "status = 'succeeded'" in after_commit
     elif claim_statements(connection).claims_then_reads(connection):  # MariaDB
-        assert statements(queries) == ["SELECT", "INSERT", "UPDATE"]
+        assert verbs(queries) == ["SELECT", "INSERT", "UPDATE"]
         _, after_commit = queries[1]["sql"].split("COMMIT;")
         assert "status = 'succeeded'" in after_commit
     elif claims_by_inserting_first() and pauses_in_the_insert():
-        assert statements(queries) == ["INSERT", "SELECT", "UPDATE"]
+        assert verbs(queries) == ["INSERT", "SELECT", "UPDATE"]
         assert "jobclaims_jobpause" in queries[0]["sql"]
         assert "slot_end" in queries[0]["sql"]
     elif connection.features.can_return_columns_from_insert:  # SQLite: the rows in the way too.
-        assert statements(queries) == ["SELECT", "SELECT", "INSERT", "SELECT", "UPDATE"]
+        assert verbs(queries) == ["SELECT", "SELECT", "INSERT", "SELECT", "UPDATE"]
     else:  # MySQL reads its claim's key and stamps back.
-        assert statements(queries) == ["SELECT", "SELECT", "INSERT", "SELECT", "SELECT", "UPDATE"]
+        assert verbs(queries) == ["SELECT", "SELECT", "INSERT", "SELECT", "SELECT", "UPDATE"]
     if not pauses_in_the_insert():
         assert "jobclaims_jobpause" in queries[0]["sql"]
         assert "slot_end" in queries[0]["sql"]
