@@ -170,9 +170,10 @@ def _mysql_requests(connection: BaseDatabaseWrapper) -> Iterator[Callable[[], in
 
 
 def verb(sql: str) -> str:
-    """What a statement does: its first word, and MariaDB's
-    ``SET STATEMENT x = y FOR INSERT ...`` is an INSERT."""
-    words = sql.split(None, 1)
+    """What a statement does: its first word; MariaDB's
+    ``SET STATEMENT x = y FOR INSERT ...`` is an INSERT, and a union of
+    selects in parentheses, ``(SELECT ...``, a SELECT."""
+    words = sql.lstrip("(").split(None, 1)
     if words[0].upper() == "SET" and " FOR " in sql:
         return verb(sql.split(" FOR ", 1)[1])
     return words[0].upper()

@@ -164,8 +164,18 @@ def test_a_connection_that_sends_one_statement_a_message_claims_with_one_each(
         run.release()
         won = JobRun.objects.try_claim_many(fires(10), owner="host-a")
         lost = JobRun.objects.try_claim_many(fires(10), owner="host-b")
+        # A claim of a slot reads what refuses it in one statement, too.
+        hour = JobRun.objects.claim(
+            "slotted", "2026-12-01T20:00:00+00:00", lease=LEASE, schedule="hourly"
+        )
+        assert hour is not None
+        hour.release()
+        respelled = JobRun.objects.try_claim(
+            "slotted", "2026-12-01T20:00+00:00", lease=LEASE, schedule="hourly"
+        )
 
     assert JobRun.objects.get(job="alone").status == JobRun.Status.SUCCEEDED
+    assert told(respelled) == Reason.SLOT_RAN
     assert {told(outcome) for outcome in won} == {"running"}
     assert {told(outcome) for outcome in lost} == {Reason.HELD}
     assert not [query["sql"] for query in sent.captured_queries if ";\n" in query["sql"]]
