@@ -154,7 +154,7 @@ class Slots:
         start = self.start_of(key)
         if self.window is None:
             return start, start + FIRE
-        return start, _end(self.window, key, start)
+        return start, self.window.end_of(key, start)
 
     @property
     def _fires(self) -> FireTimes:
@@ -175,17 +175,3 @@ def bounds(schedule: str, key: str) -> Slot | None:
         return Slots.recorded(schedule).bounds(key)
     except ValueError:
         return None
-
-
-def _end(
-    window: CalendarWindow | FixedWindow, key: str, start: datetime.datetime
-) -> datetime.datetime:
-    """Where the window ``key`` ends: the start of the next one."""
-    if isinstance(window, FixedWindow):
-        return start + window.size
-    # Step by the hour (a local day is 23 to 25 of them) until the key changes.
-    step = datetime.timedelta(minutes=1 if window.name == "minutely" else 60)
-    moment = start + step
-    while window.key_at(moment) == key:
-        moment += step
-    return window.start_of(window.key_at(moment))

@@ -29,6 +29,7 @@ WindowSpec = str | datetime.timedelta
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
 SECOND = datetime.timedelta(seconds=1)
+DAY = datetime.timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,32 @@ class CalendarWindow:
         """The moment the window ``key`` names began."""
         return self._parse(key)
 
+    def end_of(self, key: str, start: datetime.datetime) -> datetime.datetime:
+        """When the window ``key`` (which began at ``start``) ends: the start
+        of the next one.
+
+        A day's, week's or month's next key comes from the calendar: found
+        by stepping through the window an hour at a time, as a minute's and
+        an hour's are, it cost each claim of a monthly window 3 ms of CPU.
+        """
+        if self.name in ("minutely", "hourly"):
+            moment = start + self._step
+            while self.key_at(moment) == key:
+                moment += self._step
+            return self.start_of(self.key_at(moment))
+        day = wall_times.local(start).date()
+        if self.name == "daily":
+            following = (day + DAY).isoformat()
+        elif self.name == "weekly":
+            year, week, _ = (day + 7 * DAY).isocalendar()
+            following = f"{year}-W{week:02d}"
+        else:
+            month = (day.replace(day=28) + 4 * DAY).replace(day=1)
+            following = f"{month.year}-{month.month:02d}"
+        # A day the zone skipped (Apia's 30 December 2011) has no window:
+        # the key of the instant its midnight names is the next window's.
+        return self.start_of(self.key_at(self.start_of(following)))
+
     @property
     def longest(self) -> datetime.timedelta:
         """The longest a window of this kind can last (a DST day has 25 hours)."""
@@ -140,6 +167,10 @@ class FixedWindow:
     def start_of(self, key: str) -> datetime.datetime:
         """The moment the bucket ``key`` names began: its key is that moment."""
         return wall_times.parse(key)
+
+    def end_of(self, key: str, start: datetime.datetime) -> datetime.datetime:
+        """When the bucket ``key`` (which began at ``start``) ends."""
+        return start + self.size
 
     def key_for(self, text: str) -> str:
         try:

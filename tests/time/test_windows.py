@@ -266,3 +266,34 @@ def test_a_fixed_window_starts_at_the_moment_its_key_names():
     window = windows.resolve(datetime.timedelta(seconds=90))
     key = window.key_at(at("2026-11-29T10:01:40+00:00"))
     assert window.start_of(key) == at("2026-11-29T10:01:30+00:00")
+
+
+def first_key_after(window: windows.CalendarWindow, key: str) -> str:
+    """The key that follows ``key``, found the slow, sure way: stepping
+    through UTC a quarter of an hour at a time (every offset, and every
+    change of one, falls on a quarter hour) until the key changes."""
+    moment = window.start_of(key).astimezone(datetime.timezone.utc)
+    while window.key_at(moment) == key:
+        moment += datetime.timedelta(minutes=15)
+    return window.key_at(moment)
+
+
+@pytest.mark.parametrize(
+    "zone",
+    # Midnights that are skipped (Santiago) or repeated (Havana), a skipped
+    # day (Apia, 30 December 2011) and a half-hour change (Lord Howe).
+    ["UTC", "America/Santiago", "America/Havana", "Pacific/Apia", "Australia/Lord_Howe"],
+)
+@pytest.mark.parametrize("name", ["daily", "weekly", "monthly"])
+def test_a_day_week_or_month_ends_where_the_next_one_starts_through_every_dst_change(zone, name):
+    window = windows.CalendarWindow(name)
+    with override_settings(TIME_ZONE=zone):
+        moment = datetime.datetime(2011, 1, 1, tzinfo=datetime.timezone.utc)
+        last = datetime.datetime(2013, 1, 1, tzinfo=datetime.timezone.utc)
+        keys = [key for _, key in window.through(moment, last)]
+        for key in keys[:-1]:
+            end = window.end_of(key, window.start_of(key))
+            assert end == window.start_of(first_key_after(window, key)), (zone, key)
+            # Through UTC: arithmetic on a local datetime is on its wall time.
+            just_before = end.astimezone(datetime.timezone.utc) - datetime.timedelta(microseconds=1)
+            assert window.key_at(just_before) == key, (zone, key)
