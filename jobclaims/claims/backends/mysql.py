@@ -67,9 +67,9 @@ LIMIT 1
 """
 
 #: The newest pause in force of the job, of the job a schedule's claim name
-#: belongs to, or of all jobs, in the shape of the first run of the slot
-#: below: the first part of the two reads that refuse a claim of a slot,
-#: before it and after it.
+#: belongs to, or of all jobs, in the columns of a slot's run (below), so
+#: that one union reads both: the first part of the two reads that refuse a
+#: claim of a slot, before it and after it.
 _NEWEST_PAUSE = """
 SELECT 'paused' AS found, paused_by AS who, reason AS said, job AS job_or_status,
        paused_at AS since, `until`
