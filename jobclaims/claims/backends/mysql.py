@@ -53,10 +53,10 @@ RETURNING id, claimed_at, expires_at
 #: The newest pause in force of the job, of the job a schedule's claim name
 #: belongs to, of one of that job's tags (``JobTag``, ``#billing``), or of
 #: all jobs (``all_jobs``, a name no job has): not resumed, and its
-#: ``until`` (if any) not come. The (job, resumed_at) index finds it, and
-#: the tags' unique (job, tag) index the job's tags.
-PAUSE = """
-SELECT paused_by, paused_at, reason, `until`, job
+#: ``until`` (if any) not come, as the ``FROM`` of a read that selects its
+#: columns. The (job, resumed_at) index finds it, and the tags' unique (job,
+#: tag) index the job's tags.
+_PAUSE_IN_FORCE = """
 FROM jobclaims_jobpause
 WHERE (job IN (%(job)s, %(parent_job)s, %(all_jobs)s)
        OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = %(parent_job)s))
@@ -66,21 +66,16 @@ ORDER BY paused_at DESC, id DESC
 LIMIT 1
 """
 
-#: The newest pause in force of the job, of the job a schedule's claim name
-#: belongs to, or of all jobs, in the columns of a slot's run (below), so
+#: The newest pause in force (``_PAUSE_IN_FORCE``), as the claim reads it.
+PAUSE = "SELECT paused_by, paused_at, reason, `until`, job" + _PAUSE_IN_FORCE
+
+#: The newest pause in force, in the columns of a slot's run (below), so
 #: that one union reads both: the first part of the two reads that refuse a
 #: claim of a slot, before it and after it.
-_NEWEST_PAUSE = """
-SELECT 'paused' AS found, paused_by AS who, reason AS said, job AS job_or_status,
-       paused_at AS since, `until`
-FROM jobclaims_jobpause
-WHERE (job IN (%(job)s, %(parent_job)s, %(all_jobs)s)
-       OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = %(parent_job)s))
-  AND resumed_at IS NULL
-  AND (`until` IS NULL OR `until` > UTC_TIMESTAMP(6))
-ORDER BY paused_at DESC, id DESC
-LIMIT 1
-"""
+_NEWEST_PAUSE = (
+    "SELECT 'paused' AS found, paused_by AS who, reason AS said, job AS job_or_status,"
+    " paused_at AS since, `until`" + _PAUSE_IN_FORCE
+)
 
 #: The first run of another window covering the claim's slot that is held
 #: or has succeeded (``jobclaims.time.slots``). The (job, slot_end) index finds it.
