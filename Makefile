@@ -59,6 +59,7 @@ $(VENV)/.test-installed: $(VENV)/.demo-installed setup.cfg
 # answers (or the one DATABASE_URL names); see docs/performance.md.
 .PHONY: bench
 bench: $(VENV)/.test-installed
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	benchmarks/run-databases $(BIN)/python $(BENCH_ARGS)
 
 clean:

@@ -123,11 +123,18 @@ def _measure(connection: Any, options: argparse.Namespace) -> dict[str, Any]:
 def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
     """Sections 1 and 2: the floor, and claim() and every other public way
     to claim beside it, in the same rounds."""
-    from benchmarks import uncontended
+    from benchmarks import peers, uncontended
 
     paths = uncontended.public_paths()
+    others = peers.peers(connection)
     timed = uncontended.claim_against_floor(
-        connection, claims, rounds=200, per_round=4, warmup=30, seconds=40, paths=paths
+        connection,
+        claims,
+        rounds=200,
+        per_round=4,
+        warmup=30,
+        seconds=40,
+        paths={**paths, **{name: peer.cycle for name, peer in others.items()}},
     )
     counts = uncontended.statements_per_cycle(connection, claims)
     return {
@@ -154,6 +161,8 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
             }
             for name, cycle in paths.items()
         },
+        "peers": {name: peers.summary(peer, timed, name) for name, peer in others.items()},
+        "peers_left_out": peers.missing(connection),
     }
 
 

@@ -11,11 +11,15 @@ _RAW_CLAIM = {
     "sqlite": "INSERT OR IGNORE ... RETURNING",
 }
 
+#: The widths of the ways-in and peers tables' name and statements columns.
+_NAME, _VERBS = 40, 56
+
 
 def table(results: dict[str, Any]) -> str:
     lines = _heading(results)
     lines += _uncontended(results)
     lines += _paths(results)
+    lines += _peers(results)
     # A --claims-only run has none of the rest.
     if "contention" in results:
         lines += _contention(results)
@@ -97,13 +101,28 @@ def _paths(results: dict[str, Any]) -> list[str]:
         )
     lines = [
         "   every public way in, claim + release of a new window, in the same rounds:",
-        f"   {'':<36}{'statements':<44}{'median us':>10}{'x floor':>9}{'CPU us':>9}",
+        f"   {'':<{_NAME}}{'statements':<{_VERBS}}{'median us':>10}{'x floor':>9}{'CPU us':>9}",
     ]
     for name, (statements, cycle, cpu, ratio) in rows.items():
         lines.append(
-            f"   {name:<36}{' '.join(statements):<44}{cycle['median_us']:>10,.0f}"
+            f"   {name:<{_NAME}}{' '.join(statements):<{_VERBS}}{cycle['median_us']:>10,.0f}"
             f"{ratio:>8.2f}x{cpu['median_us']:>9,.0f}"
         )
+    return lines
+
+
+def _peers(results: dict[str, Any]) -> list[str]:
+    """The peers, in the same rounds; a peer that is not correct says why."""
+    lines = ["   peers, each starting one new slot's work once and recording its end:"]
+    for name, peer in results["peers"].items():
+        lines.append(
+            f"   {name:<{_NAME}}{' '.join(peer['statements']):<{_VERBS}}"
+            f"{peer['claim_and_release']['median_us']:>10,.0f}"
+            f"{peer['ratio_to_floor']:>8.2f}x{peer['cpu']['median_us']:>9,.0f}"
+        )
+        if not peer["correct"]:
+            lines.append(f"     not a correct peer: {peer['why']}")
+    lines += [f"   left out: {name}" for name in results["peers_left_out"]]
     return lines
 
 

@@ -30,6 +30,14 @@ else:
         DATABASES["default"]["TEST"]["CHARSET"] = "utf8mb4"
 
 INSTALLED_APPS = ["jobclaims"]
+# The peers timed beside the claim (benchmarks/peers.py), where installed
+# (setup.cfg's bench extra): django-db-mutex keeps its locks in a model.
+try:
+    import db_mutex  # noqa: F401
+except ImportError:
+    pass
+else:
+    INSTALLED_APPS += ["db_mutex"]
 
 SECRET_KEY = "benchmarks-only"
 USE_TZ = True

@@ -48,6 +48,14 @@ TARGETS = (
         lambda ratio: ratio <= 1.5,
     ),
     Target(
+        "slowest public way in / best correct peer",
+        "paths",
+        "<= 1.5x",
+        ("postgresql", "mysql"),
+        lambda results: _over_best_peer(results),
+        lambda ratio: ratio <= 1.5,
+    ),
+    Target(
         "SQL statements per claim + release",
         "uncontended",
         "<= 3",
@@ -93,6 +101,17 @@ TARGETS = (
         needs_full_history=True,
     ),
 )
+
+
+def _over_best_peer(results: dict[str, Any]) -> float | None:
+    """The slowest public way in over the fastest correct peer, both against
+    the floor of the same rounds; ``None`` where no correct peer ran."""
+    correct = [peer["ratio_to_floor"] for peer in results["peers"].values() if peer["correct"]]
+    if not correct:
+        return None
+    ways = [path["ratio_to_floor"] for path in results["paths"].values()]
+    ways.append(results["uncontended"]["ratio_to_floor"])
+    return round(max(ways) / min(correct), 2)
 
 
 def check(results: dict[str, Any]) -> list[dict[str, Any]]:
