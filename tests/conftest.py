@@ -1,10 +1,7 @@
 from __future__ import annotations
 
-import os
-import re
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
@@ -33,49 +30,6 @@ def _clear_of_the_hour() -> None:
     left = 3600 - time.time() % 3600
     if left < HOUR_MARGIN:
         time.sleep(left + 0.5)
-
-
-def _timed(request: pytest.FixtureRequest) -> bool:
-    """Whether a test is timed against real clocks: the fleets' and the
-    Prometheus server's, each group on one xdist worker (tox.ini)."""
-    return request.node.get_closest_marker("xdist_group") is not None
-
-
-#: The bit of CAP_SYS_NICE in a process's capability sets (linux/capability.h).
-_CAP_SYS_NICE = 23
-
-
-def _may_raise_priority() -> bool:
-    """Whether this process may take its CPU priority back after lowering
-    it: CAP_SYS_NICE, which root has outside the narrowest containers."""
-    try:
-        status = Path("/proc/self/status").read_text()
-    except OSError:
-        return False
-    found = re.search(r"^CapEff:\s*([0-9a-f]+)$", status, re.MULTILINE)
-    return found is not None and bool(int(found.group(1), 16) >> _CAP_SYS_NICE & 1)
-
-
-@pytest.fixture(autouse=True)
-def _untimed_tests_yield_the_cpu(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Run each test that is not timed at the CPU priority
-    JOBCLAIMS_TESTS_UNTIMED_NICENESS asks for, with the processes it starts.
-
-    scripts/test-databases runs the databases' suites side by side and asks
-    for it: a timed test starved by the others' untimed ones fails for
-    nothing. The priority is taken back after each test, so that a
-    session's fixtures (a Redis the Celery fleets share) start at the
-    normal one; where it could not be taken back, it is never lowered.
-    """
-    niceness = int(os.environ.get("JOBCLAIMS_TESTS_UNTIMED_NICENESS", "0"))
-    if niceness <= 0 or _timed(request) or not _may_raise_priority():
-        yield
-        return
-    os.setpriority(os.PRIO_PROCESS, 0, niceness)
-    try:
-        yield
-    finally:
-        os.setpriority(os.PRIO_PROCESS, 0, 0)
 
 
 @pytest.fixture(autouse=True)
