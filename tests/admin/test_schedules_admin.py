@@ -92,6 +92,7 @@ def test_the_page_shows_each_schedule_in_words_with_its_zone_and_next_five_fires
 
 @pytest.mark.django_db
 @override_settings(JOBCLAIMS={"MISSED_LOOK_BACK": datetime.timedelta(days=5)})
+@pytest.mark.usefixtures("clear_of_midnight")
 def test_the_page_shows_the_last_run_durations_pause_missed_fires_and_live_schedulers():
     now = database_now()
     day = [f"{now.date() - datetime.timedelta(days=ago)}T00:00+00:00" for ago in range(5)]

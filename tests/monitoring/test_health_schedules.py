@@ -333,6 +333,7 @@ def test_no_live_scheduler_when_the_schedulers_seen_are_past_their_grace(client)
         assert verdicts(client) == {}
 
 
+@pytest.mark.usefixtures("clear_of_midnight")
 def test_no_live_scheduler_when_a_claimed_scheduled_job_has_never_seen_one(client):
     job = the_job(NIGHTLY)
     due = nightly_due(job, database_now())
