@@ -153,15 +153,17 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
             "ratio_to_floor": round(timed.ratio("claim", "floor"), 2),
         },
         "paths": {
-            name: {
-                "statements": uncontended.statements_of(connection, cycle),
-                "claim_and_release": timed.samples(name, "cycle").summary(),
-                "cpu": timed.samples(name, "cpu").summary(),
-                "ratio_to_floor": round(timed.ratio(name, "floor"), 2),
-            }
+            name: uncontended.figures(timed, name, uncontended.statements_of(connection, cycle))
             for name, cycle in paths.items()
         },
-        "peers": {name: peers.summary(peer, timed, name) for name, peer in others.items()},
+        "peers": {
+            name: {
+                **uncontended.figures(timed, name, peer.statements),
+                "correct": peer.correct,
+                "why": peer.why,
+            }
+            for name, peer in others.items()
+        },
         "peers_left_out": peers.missing(connection),
     }
 

@@ -25,12 +25,12 @@ import itertools
 import json
 from dataclasses import dataclass
 from time import perf_counter_ns, thread_time_ns
-from typing import Any
 
 from django.apps import apps
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from benchmarks.timing import Cycle, verb
+from benchmarks.uncontended import statements_of
 
 #: Numbers the peers' slots and locks, so each cycle's is new.
 _slots = itertools.count()
@@ -141,7 +141,6 @@ def _procrastinate(connection: BaseDatabaseWrapper) -> dict[str, Peer]:
 
 def _db_mutex(connection: BaseDatabaseWrapper) -> Peer:
     from db_mutex.db_mutex import db_mutex
-    from django.test.utils import CaptureQueriesContext
 
     def locked_and_unlocked() -> dict[str, int]:
         lock = db_mutex(f"bench-{next(_slots)}")
@@ -150,24 +149,10 @@ def _db_mutex(connection: BaseDatabaseWrapper) -> Peer:
             pass
         return {"cycle": perf_counter_ns() - start, "cpu": thread_time_ns() - cpu}
 
-    with CaptureQueriesContext(connection) as captured:
-        locked_and_unlocked()
     return Peer(
         locked_and_unlocked,
-        [verb(query["sql"]) for query in captured],
+        statements_of(connection, locked_and_unlocked),
         False,
         "its release deletes the lock, so a copy started after the first ended "
         "runs the slot again; its expiry reads the app server's clock",
     )
-
-
-def summary(peer: Peer, timed: Any, name: str) -> dict[str, Any]:
-    """A peer's figures, as the results hold them."""
-    return {
-        "statements": peer.statements,
-        "claim_and_release": timed.samples(name, "cycle").summary(),
-        "cpu": timed.samples(name, "cpu").summary(),
-        "ratio_to_floor": round(timed.ratio(name, "floor"), 2),
-        "correct": peer.correct,
-        "why": peer.why,
-    }

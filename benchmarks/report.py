@@ -104,11 +104,18 @@ def _paths(results: dict[str, Any]) -> list[str]:
         f"   {'':<{_NAME}}{'statements':<{_VERBS}}{'median us':>10}{'x floor':>9}{'CPU us':>9}",
     ]
     for name, (statements, cycle, cpu, ratio) in rows.items():
-        lines.append(
-            f"   {name:<{_NAME}}{' '.join(statements):<{_VERBS}}{cycle['median_us']:>10,.0f}"
-            f"{ratio:>8.2f}x{cpu['median_us']:>9,.0f}"
-        )
+        lines.append(_way(name, statements, cycle, cpu, ratio))
     return lines
+
+
+def _way(
+    name: str, statements: list[str], cycle: dict[str, Any], cpu: dict[str, Any], ratio: float
+) -> str:
+    """One way in, or one peer: what it sends, its median, ratio and CPU."""
+    return (
+        f"   {name:<{_NAME}}{' '.join(statements):<{_VERBS}}{cycle['median_us']:>10,.0f}"
+        f"{ratio:>8.2f}x{cpu['median_us']:>9,.0f}"
+    )
 
 
 def _peers(results: dict[str, Any]) -> list[str]:
@@ -116,9 +123,13 @@ def _peers(results: dict[str, Any]) -> list[str]:
     lines = ["   peers, each starting one new slot's work once and recording its end:"]
     for name, peer in results["peers"].items():
         lines.append(
-            f"   {name:<{_NAME}}{' '.join(peer['statements']):<{_VERBS}}"
-            f"{peer['claim_and_release']['median_us']:>10,.0f}"
-            f"{peer['ratio_to_floor']:>8.2f}x{peer['cpu']['median_us']:>9,.0f}"
+            _way(
+                name,
+                peer["statements"],
+                peer["claim_and_release"],
+                peer["cpu"],
+                peer["ratio_to_floor"],
+            )
         )
         if not peer["correct"]:
             lines.append(f"     not a correct peer: {peer['why']}")

@@ -210,3 +210,14 @@ def statements_of(connection: BaseDatabaseWrapper, cycle: Cycle) -> list[str]:
     with CaptureQueriesContext(connection) as captured:
         cycle()
     return [verb(query["sql"]) for query in captured]
+
+
+def figures(timed: Timings, name: str, statements: list[str]) -> dict[str, Any]:
+    """A timed way's figures as the results hold them: what it sends, its
+    claim + release, its client CPU, and its ratio to the floor."""
+    return {
+        "statements": statements,
+        "claim_and_release": timed.samples(name, "cycle").summary(),
+        "cpu": timed.samples(name, "cpu").summary(),
+        "ratio_to_floor": round(timed.ratio(name, "floor"), 2),
+    }
