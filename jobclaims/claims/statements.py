@@ -417,7 +417,7 @@ class PostgreSQLStatements(ClaimStatements):
     def _run_params(
         self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta
     ) -> dict[str, Any]:
-        # The jobs whose pause holds for this claim too, for INSERT_UNLESS_TAKEN.
+        # The jobs whose pause holds for this claim too, for CLAIM and its read.
         return {**super()._run_params(cursor, run, lease), **naming.pausing_jobs(run.job)}
 
     def _written(self, connection: BaseDatabaseWrapper) -> Written:
@@ -434,7 +434,7 @@ class PostgreSQLStatements(ClaimStatements):
             pause=sql.PAUSE,
             pause_or_slot_run=sql.PAUSE_OR_SLOT_RUN,
             pause_or_slot_succeeded=sql.PAUSE_OR_SLOT_SUCCEEDED,
-            insert_unless_taken=sql.INSERT_UNLESS_TAKEN,
+            insert_unless_taken=sql.CLAIM,
             insert_checks_refusals=True,
             skip_if_blocked=sql.SKIP_IF_BLOCKED,
             skip_if_window_blocked=sql.SKIP_IF_WINDOW_BLOCKED,

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from jobclaims.claims.backends import mysql, postgresql, sqlite
 from jobclaims.models import JobPause, JobRun, JobSkip, JobTag
+from tests.support.helpers import FUNCTIONS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,10 +108,13 @@ def test_every_backends_statements_name_the_models_own_table_and_columns(backend
         "jobclaims_jobrun": {field.column for field in JobRun._meta.concrete_fields},
         "jobclaims_jobskip": {field.column for field in JobSkip._meta.concrete_fields},
     }
+    written = [value for name, value in vars(backend).items() if name.isupper()]
+    if backend is postgresql:  # Its claim's own statements are functions.
+        written += FUNCTIONS.values()
     inserts = [
         statement
-        for name, statement in vars(backend).items()
-        if name.isupper() and isinstance(statement, str) and re.search(r"\bINSERT\b", statement)
+        for statement in written
+        if isinstance(statement, str) and re.search(r"\bINSERT\b", statement)
     ]
     assert inserts
     for statement in inserts:

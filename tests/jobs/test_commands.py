@@ -13,6 +13,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from django.test import override_settings
 
 from jobclaims.jobs.commands import JobCommand
@@ -229,6 +230,26 @@ def test_a_database_without_the_jobclaims_tables_names_the_migrate_command():
         assert "run: manage.py migrate jobclaims" in err
         assert not Charge.objects.exists()
         # The fix, followed: the job runs.
+        [migrate] = commands_named(err)
+        call_command(*migrate, verbosity=0)
+        assert run_command("charge_ledger", "--window", WINDOW)[2] == 0
+    finally:
+        call_command("migrate", "jobclaims", verbosity=0)
+    assert Charge.objects.count() == 1
+
+
+def test_a_postgresql_database_migrated_before_the_claim_functions_names_the_migrate_command():
+    # PostgreSQL's claim is a function of migration 0002: a project that
+    # upgraded jobclaims without migrating is told to, and nothing runs.
+    if connection.vendor != "postgresql":
+        pytest.skip("only PostgreSQL's claim is a function of its own")
+    call_command("migrate", "jobclaims", "0001", verbosity=0)
+    try:
+        _, err, status = run_command("charge_ledger", "--window", WINDOW)
+        assert status == 1
+        assert "run: manage.py migrate jobclaims" in err
+        assert not Charge.objects.exists()
+        assert not JobRun.objects.exists()
         [migrate] = commands_named(err)
         call_command(*migrate, verbosity=0)
         assert run_command("charge_ledger", "--window", WINDOW)[2] == 0

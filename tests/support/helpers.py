@@ -6,6 +6,7 @@ Fixtures live in conftest.py; claims in a chosen state in factories.py.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -45,12 +46,35 @@ _NAMED = re.compile(
 
 def verbs(queries: Iterable[dict[str, str]]) -> list[str]:
     """The verb of each captured statement: MariaDB's "SET STATEMENT x FOR
-    INSERT" is an INSERT, and a union of selects in parentheses, "(SELECT
-    ...", a SELECT."""
+    INSERT" is an INSERT, a union of selects in parentheses, "(SELECT
+    ...", a SELECT, and PostgreSQL's claim, a SELECT from the function
+    jobclaims_claim(), the INSERT that function runs."""
     return [
-        re.sub(r"^SET STATEMENT .+? FOR\s+", "", query["sql"]).lstrip("(").split()[0]
+        "INSERT"
+        if _CLAIM_CALL.match(query["sql"])
+        else re.sub(r"^SET STATEMENT .+? FOR\s+", "", query["sql"]).lstrip("(").split()[0]
         for query in queries
     ]
+
+
+_CLAIM_CALL = re.compile(r"SELECT [^;]*?\bFROM jobclaims_claim\(")
+
+#: What jobclaims' PostgreSQL functions run, by name, as their migration writes them.
+FUNCTIONS = {
+    body.split("(", 1)[0]: body
+    for body in importlib.import_module(
+        "jobclaims.migrations.0002_postgresql_claim_functions"
+    ).CREATE.split("CREATE FUNCTION ")[1:]
+}
+
+
+def written_out(sql: str) -> str:
+    """``sql``, with what each jobclaims function it calls runs written in
+    after the function's name: a test of what a statement reads reads that
+    too."""
+    for name, body in FUNCTIONS.items():
+        sql = sql.replace(f"{name}(", f"{name} /* {body} */ (")
+    return sql
 
 
 def commands_named(message: str) -> list[list[str]]:

@@ -10,39 +10,23 @@ from __future__ import annotations
 
 import datetime
 
-#: A claim of a window nobody holds, in one statement that never waits: it
-#: inserts nothing where the job is paused (a pause not resumed whose
-#: ``until`` has not come), where a run of another window covering the
-#: claim's slot is held or succeeded (as ``PAUSE_OR_SLOT_RUN``; no slot, none),
-#: or where a unique key is taken (a row holds the window or the job, or the
-#: fire under another name of its schedule), and fails at once, rather than
-#: wait, where another transaction is writing that key. The lock timeout is
-#: set for this statement's own transaction, before the insert checks the
-#: keys; 1 ms, since 0 turns it off. The (job, resumed_at) index finds the
-#: pauses, the (job, slot_end) index the runs; a pause of the job a
-#: schedule's claim name belongs to holds for it too (``jobclaims.claims.naming``),
-#: and so does a pause of all jobs.
-INSERT_UNLESS_TAKEN = """
-INSERT INTO jobclaims_jobrun
-    (job, "window", schedule, owner, token, holds_job, slot_start, slot_end, series,
-     status, attempt, failures, error, claimed_at, expires_at)
-SELECT %(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s, %(holds_job)s,
-       %(slot_start)s, %(slot_end)s, %(series)s,
-       'running', 1, 0, '', STATEMENT_TIMESTAMP(), STATEMENT_TIMESTAMP() + %(lease)s
-FROM (SELECT set_config('lock_timeout', '1', true)) AS no_wait
-WHERE NOT EXISTS (
-    SELECT FROM jobclaims_jobpause
-    WHERE (job IN (%(job)s, %(parent_job)s, %(all_jobs)s)
-           OR job IN (SELECT tag FROM jobclaims_jobtag WHERE job = %(parent_job)s))
-      AND resumed_at IS NULL
-      AND ("until" IS NULL OR "until" > STATEMENT_TIMESTAMP()))
-  AND NOT EXISTS (
-    SELECT FROM jobclaims_jobrun
-    WHERE job = %(job)s AND slot_end > %(slot_start)s AND slot_start < %(slot_end)s
-      AND "window" <> %(window)s
-      AND ((status = 'running' AND expires_at > STATEMENT_TIMESTAMP()) OR status = 'succeeded'))
-ON CONFLICT DO NOTHING
-RETURNING id, claimed_at, expires_at
+#: A claim of a window nobody holds, in one statement that never waits:
+#: the function ``jobclaims_claim()`` (migration 0002), which keeps its
+#: plan for the session. It inserts nothing where the job is paused (a
+#: pause not resumed whose ``until`` has not come), where a run of another
+#: window covering the claim's slot is held or succeeded (as
+#: ``PAUSE_OR_SLOT_RUN``; no slot, none), or where a unique key is taken (a
+#: row holds the window or the job, or the fire under another name of its
+#: schedule), and fails at once, rather than wait, where another
+#: transaction is writing that key: its lock timeout, 1 ms, is set for this
+#: statement's own transaction. A pause of the job a schedule's claim name
+#: belongs to holds for it too (``jobclaims.claims.naming``), and so does a
+#: pause of all jobs.
+CLAIM = """
+SELECT id, claimed_at, expires_at
+FROM jobclaims_claim(%(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s, %(holds_job)s,
+                     %(slot_start)s, %(slot_end)s, %(series)s, %(lease)s,
+                     %(parent_job)s, %(all_jobs)s)
 """
 
 #: The newest pause in force of the job, of the job a schedule's claim name
@@ -117,17 +101,33 @@ SELECT * FROM (
 """
 )
 
-#: ``INSERT_UNLESS_TAKEN``, committed, then the read that refuses a claim
-#: once it committed, in one message of PostgreSQL's simple query protocol:
-#: the COMMIT ends the INSERT's own transaction, so the read after it takes
-#: its snapshot after the claim committed and sees any pause (or success of
-#: the slot) that committed first, as a read of its own would, without a
-#: round trip more. An error in the INSERT rolls it back and skips the rest.
-#: ``CLAIM_THEN_PAUSE`` for a claim without a slot or forced, as ``PAUSE``;
-#: ``CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED`` as ``PAUSE_OR_SLOT_SUCCEEDED``.
-CLAIM_THEN_PAUSE = INSERT_UNLESS_TAKEN.rstrip() + ";\nCOMMIT;\n" + PAUSE.lstrip()
+#: ``CLAIM``, committed, then the read that refuses a claim once it
+#: committed, in one message of PostgreSQL's simple query protocol: the
+#: COMMIT ends the claim's own transaction, so the read after it takes its
+#: snapshot after the claim committed and sees any pause (or success of the
+#: slot) that committed first, as a read of its own would, without a round
+#: trip more. An error in the claim rolls it back and skips the rest. The
+#: read is the function ``jobclaims_refused_after_claim()`` (migration
+#: 0002): ``CLAIM_THEN_PAUSE`` for a claim without a slot or forced, in
+#: ``PAUSE``'s columns; ``CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED`` as
+#: ``PAUSE_OR_SLOT_SUCCEEDED``.
+CLAIM_THEN_PAUSE = (
+    CLAIM.rstrip()
+    + """;
+COMMIT;
+SELECT who, since, said, "until", job_or_status
+FROM jobclaims_refused_after_claim(%(job)s, %(window)s, NULL, NULL,
+                                   %(parent_job)s, %(all_jobs)s)
+"""
+)
 CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED = (
-    INSERT_UNLESS_TAKEN.rstrip() + ";\nCOMMIT;\n" + PAUSE_OR_SLOT_SUCCEEDED.lstrip()
+    CLAIM.rstrip()
+    + """;
+COMMIT;
+SELECT found, who, said, job_or_status, since, "until"
+FROM jobclaims_refused_after_claim(%(job)s, %(window)s, %(slot_start)s, %(slot_end)s,
+                                   %(parent_job)s, %(all_jobs)s)
+"""
 )
 
 #: The window's first claim after a read found no row in its way;
@@ -255,7 +255,7 @@ RETURNING finished_at
 """
 
 #: The claims of many fires at one instant, in one statement
-#: (``jobclaims.claims.batch``): ``INSERT_UNLESS_TAKEN`` for each row of
+#: (``jobclaims.claims.batch``): ``CLAIM`` for each row of
 #: ``{fires}`` (each written as ``FIRE``), in the order of their keys. It
 #: waits for a key another transaction is writing, as a loser must wait to
 #: learn who won, up to the lock timeout (``%s``, first after the rows); the
@@ -362,7 +362,7 @@ TRANSIENT = frozenset({"40P01", "40001", "55P03"})
 #: admin_shutdown, crash_shutdown and cannot_connect_now; the whole 08 class
 #: (connection_exception) is one too.
 DISCONNECTS = frozenset({"57P01", "57P02", "57P03"})
-#: What ``INSERT_UNLESS_TAKEN`` fails with instead of waiting: lock_not_available.
+#: What ``CLAIM`` fails with instead of waiting: lock_not_available.
 REFUSED_AT_ONCE = "55P03"
 
 
@@ -372,7 +372,7 @@ def lease(span: datetime.timedelta) -> object:
 
 
 def refused_at_once(cause: BaseException | None) -> bool:
-    """Whether the driver's error is ``INSERT_UNLESS_TAKEN`` refusing to wait."""
+    """Whether the driver's error is ``CLAIM`` refusing to wait."""
     return sqlstate(cause) == REFUSED_AT_ONCE
 
 
