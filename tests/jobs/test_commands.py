@@ -223,19 +223,7 @@ def test_a_max_run_time_that_is_not_a_timedelta_is_refused_and_nothing_is_writte
 
 
 def test_a_database_without_the_jobclaims_tables_names_the_migrate_command():
-    call_command("migrate", "jobclaims", "zero", verbosity=0)
-    try:
-        _, err, status = run_command("charge_ledger", "--window", WINDOW)
-        assert status == 1
-        assert "run: manage.py migrate jobclaims" in err
-        assert not Charge.objects.exists()
-        # The fix, followed: the job runs.
-        [migrate] = commands_named(err)
-        call_command(*migrate, verbosity=0)
-        assert run_command("charge_ledger", "--window", WINDOW)[2] == 0
-    finally:
-        call_command("migrate", "jobclaims", verbosity=0)
-    assert Charge.objects.count() == 1
+    job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to="zero")
 
 
 def test_a_postgresql_database_migrated_before_the_claim_functions_names_the_migrate_command():
@@ -243,13 +231,20 @@ def test_a_postgresql_database_migrated_before_the_claim_functions_names_the_mig
     # upgraded jobclaims without migrating is told to, and nothing runs.
     if connection.vendor != "postgresql":
         pytest.skip("only PostgreSQL's claim is a function of its own")
-    call_command("migrate", "jobclaims", "0001", verbosity=0)
+    job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to="0001")
+
+
+def job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to: str) -> None:
+    """With jobclaims migrated only to ``migrated_to``, a job names the
+    migrate command and writes nothing; the fix, followed, lets it run."""
+    call_command("migrate", "jobclaims", migrated_to, verbosity=0)
     try:
         _, err, status = run_command("charge_ledger", "--window", WINDOW)
         assert status == 1
         assert "run: manage.py migrate jobclaims" in err
         assert not Charge.objects.exists()
-        assert not JobRun.objects.exists()
+        if migrated_to != "zero":  # The claims table is there to read.
+            assert not JobRun.objects.exists()
         [migrate] = commands_named(err)
         call_command(*migrate, verbosity=0)
         assert run_command("charge_ledger", "--window", WINDOW)[2] == 0
