@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -127,3 +127,35 @@ def changes(db: None) -> Callable[[], int]:
     count_a_change()
     baseline = generation()
     return lambda: generation() - baseline
+
+
+@pytest.fixture
+def sqlite_locked_past_the_busy_timeout() -> Iterator[None]:
+    """Another session holds the SQLite file's write lock until a statement
+    of this connection has waited out its busy timeout (100 ms) once, then
+    commits: a barrier on that failure, not a timer."""
+    from django.db import OperationalError, connection, connections
+
+    from jobclaims.models import JobRun
+
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        [(busy_timeout,)] = cursor.fetchall()
+        cursor.execute("PRAGMA busy_timeout = 100")
+    other = connections.create_connection("default")
+    other.set_autocommit(False)
+    with other.cursor() as cursor:  # A write takes the lock even when it matches no row.
+        cursor.execute(f"UPDATE {JobRun._meta.db_table} SET id = id WHERE 0")
+
+    def let_go_once_waited_out(execute, sql, params, many, context):
+        try:
+            return execute(sql, params, many, context)
+        except OperationalError:
+            other.commit()
+            raise
+
+    with connection.execute_wrapper(let_go_once_waited_out):
+        yield
+    other.close()
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout)}")

@@ -22,7 +22,8 @@ in its way, as a single claim's first INSERT does, and refuses a fire only
 where a committed row refuses it by the takeover rule without force. Every
 other fire (its row's holder died, it failed, it is paused or its slot ran,
 another transaction held its key past the lock wait, the database asked
-for another try) comes back as ``None``: the caller claims it alone
+for another try; on SQLite, still after the batch was tried again for as
+long as a single claim tries) comes back as ``None``: the caller claims it alone
 (``JobRun.objects.try_claim``), which takes over, or refuses naming the row
 or pause, as it always has. A fire refused after its commit is given back
 first, as a single claim gives back its own.
@@ -38,6 +39,7 @@ from __future__ import annotations
 import datetime
 import functools
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -168,6 +170,19 @@ def _chunk_size(connection: BaseDatabaseWrapper) -> int:
     return min(CHUNK, limit // _PARAMS_PER_FIRE)
 
 
+def _patience(connection: BaseDatabaseWrapper) -> float:
+    """How long a batch statement is tried again while the database asks.
+
+    On SQLite, as long as a single claim is (``retries.RETRY_FOR``): there
+    the only such answer is a wait for the file's one write lock that ran
+    out, and the fires' single claims would each wait for that same lock,
+    a thousand waits for one. Elsewhere not at all: a deadlock, or a lock
+    wait on a row a transaction holds open, is settled sooner by claiming
+    those fires alone, each refusing at once.
+    """
+    return retries.RETRY_FOR if connection.vendor == "sqlite" else 0.0
+
+
 def _key(run: ClaimRow) -> Key:
     return (run.job, run.window)
 
@@ -186,10 +201,15 @@ def _claim_chunk(
     sql = _SQL[connection.vendor]
     sent_at = leases.clock()
     insert = _insert if then is None else functools.partial(_insert_then, then=then)
-    try:
-        trying, (won, refused, skipped) = insert(model, connection, sql, runs, leases_of)
-    except _NothingHeld:
-        return {}
+    waits = retries.pauses(_patience(connection))
+    while True:
+        try:
+            trying, (won, refused, skipped) = insert(model, connection, sql, runs, leases_of)
+            break
+        except _NothingHeld:
+            if (pause := next(waits, None)) is None:
+                return {}
+            time.sleep(pause)
     outcomes: dict[Key, Outcome] = {}
     for run in won:
         if _key(run) not in refused:  # Those are claimed alone next, and refused naming why.
@@ -216,8 +236,7 @@ def _insert(
     trying = runs
     try:
         with connection.cursor() as cursor:
-            before = sql.refused_before(cursor, runs)
-            trying = [run for run in runs if _key(run) not in before]
+            trying = sql.not_refused_before(cursor, runs)
             with standby.bounded(connection) as watch:
                 inserted = sql.insert(cursor, trying, leases_of)
             if watch.fired:
@@ -229,7 +248,8 @@ def _insert(
             if not retries.is_transient(error):
                 raise
             retries.reconnect_after(connection, error)
-        _give_back(model, connection, trying)
+        if connection.vendor != "sqlite":  # There the insert is one statement: it failed whole.
+            _give_back(model, connection, trying)
         raise _NothingHeld from error
     _give_back(model, connection, [run for run in inserted.won if _key(run) in inserted.refused])
     return trying, inserted
@@ -248,8 +268,7 @@ def _insert_then(
     ``then`` wrote."""
     try:
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            before = sql.refused_before(cursor, runs)
-            trying = [run for run in runs if _key(run) not in before]
+            trying = sql.not_refused_before(cursor, runs)
             inserted = sql.insert(cursor, trying, leases_of)
             won, refused = inserted.won, inserted.refused
             if given_back := [run for run in won if _key(run) in refused]:
@@ -278,9 +297,13 @@ def _skips(
     fails the fires are claimed alone, which records their own."""
     if not lost:
         return {}
-    try:
+
+    def count() -> dict[Key, str]:
         with connection.cursor() as cursor:
             return sql.skip_if_blocked(cursor, lost)
+
+    try:
+        return retries.retrying(connection, count, _patience(connection))
     except DatabaseError as error:
         if not retries.is_transient(error):
             raise
@@ -348,12 +371,13 @@ class _Statements:
         self.checks_in_insert = checks_in_insert
         self.reads_after_commit = reads_after_commit
 
-    def refused_before(self, cursor: CursorWrapper, runs: list[ClaimRow]) -> set[Key]:
-        """The fires a pause or a held or succeeded run of their slot
-        refuses, read before the claim where the insert cannot check them."""
+    def not_refused_before(self, cursor: CursorWrapper, runs: list[ClaimRow]) -> list[ClaimRow]:
+        """``runs`` less those a pause or a held or succeeded run of their
+        slot refuses, read before the claim where the insert cannot check them."""
         if self.checks_in_insert or not runs:
-            return set()
-        return self._refused(cursor, runs, self.module.HELD)
+            return runs
+        refused = self._refused(cursor, runs, self.module.HELD)
+        return [run for run in runs if _key(run) not in refused]
 
     def insert(
         self,

@@ -141,10 +141,11 @@ def retrying(
 ) -> T:
     """Run ``statement`` again while it fails with a transient error.
 
-    For one compare-and-set statement that commits on its own: a failed try
-    wrote nothing (or, when the connection was lost, perhaps committed, and
-    the next try's conditions find it done), and the next restates its
-    conditions. Inside a transaction the error is raised, since it may have
+    For one compare-and-set statement that commits on its own, or one whole
+    transaction (an operator's schedule edit): a failed try wrote nothing
+    (or, when the connection was lost, perhaps committed, and the next
+    try's conditions find it done), and the next restates its conditions.
+    Inside a transaction the error is raised, since it may have
     ended that transaction; after ``retry_for`` seconds, the last error is.
     """
     waits = pauses(retry_for)

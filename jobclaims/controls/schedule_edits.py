@@ -16,14 +16,15 @@ other's edit unseen. The admin always names it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connections, models, transaction
 from django.db.models import F
 
+from jobclaims.claims import retries
 from jobclaims.exceptions import EditConflict, UnknownJob
 from jobclaims.jobs import discovery
 from jobclaims.jobs.commands import JobCommand
@@ -31,6 +32,8 @@ from jobclaims.jobs.schedules import JobSchedule
 from jobclaims.jobs.stored_schedules import count_a_change, job_of
 from jobclaims.models import StoredSchedule
 from jobclaims.time.clock import DatabaseNow
+
+T = TypeVar("T")
 
 #: What an edit may change: every field but the bookkeeping ones.
 EDITABLE = (
@@ -57,9 +60,13 @@ def add_schedule(*, by: str, **fields: Any) -> StoredSchedule:
     written, for one that could not run or a name taken."""
     stored = StoredSchedule(**_editable(fields), created_by=by, changed_by=by)
     check(stored)
-    with _name_kept(stored.name), transaction.atomic(using=_db()):
-        count_a_change()
-        stored.save(using=_db())
+
+    def add() -> None:
+        with _name_kept(stored.name), transaction.atomic(using=_db()):
+            count_a_change()
+            stored.save(using=_db())
+
+    _in_turn_again(add)
     stored.refresh_from_db()
     return stored
 
@@ -77,17 +84,22 @@ def change_schedule(
     # Read before the change takes its lock, which holds every claim of
     # SQLite's file off: what the check compares with changes with a deploy.
     known = code_known()
-    with _name_kept(changes.get("name", name)), transaction.atomic(using=_db()):
-        stored = _in_turn(name, version)
-        for field, value in changes.items():
-            setattr(stored, field, value)
-        check(stored, known)
-        StoredSchedule.objects.filter(pk=stored.pk).update(
-            **{field: getattr(stored, field) for field in EDITABLE},
-            version=F("version") + 1,
-            changed_by=by,
-            changed_at=DatabaseNow(),
-        )
+
+    def change() -> StoredSchedule:
+        with _name_kept(changes.get("name", name)), transaction.atomic(using=_db()):
+            stored = _in_turn(name, version)
+            for field, value in changes.items():
+                setattr(stored, field, value)
+            check(stored, known)
+            StoredSchedule.objects.filter(pk=stored.pk).update(
+                **{field: getattr(stored, field) for field in EDITABLE},
+                version=F("version") + 1,
+                changed_by=by,
+                changed_at=DatabaseNow(),
+            )
+        return stored
+
+    stored = _in_turn_again(change)
     stored.refresh_from_db()
     return stored
 
@@ -96,8 +108,21 @@ def delete_schedule(name: str, *, by: str, version: int | None = None) -> None:
     """Delete the stored schedule ``name``: no fire of it starts from each
     scheduler's next look; a run of it going on ends as it would have.
     ``version`` as for ``change_schedule()``."""
-    with transaction.atomic(using=_db()):
-        _in_turn(name, version).delete()
+
+    def delete() -> None:
+        with transaction.atomic(using=_db()):
+            _in_turn(name, version).delete()
+
+    _in_turn_again(delete)
+
+
+def _in_turn_again(edit: Callable[[], T]) -> T:
+    """Make ``edit``, one whole transaction, again while the database asks
+    (``retries``): two first changes at once both take a shared lock on
+    the count's new row, then each wants it for its own, and MariaDB ends
+    one as a deadlock, to be tried again. Inside the caller's transaction
+    the error is raised, since it ended that transaction."""
+    return retries.retrying(connections[_db()], edit)
 
 
 def _in_turn(name: str, version: int | None) -> StoredSchedule:

@@ -141,6 +141,25 @@ def test_a_skip_count_that_fails_once_the_claims_committed_keeps_every_fire_won(
     assert JobSkip.objects.get(job="job_0003", owner="host-b").count == 1  # Not counted again.
 
 
+@pytest.mark.skipif(
+    connection.vendor != "sqlite",
+    reason="Row locks: a fire whose row another transaction holds is claimed alone",
+)
+def test_a_batch_that_waits_out_the_busy_timeout_tries_again_rather_than_claim_fire_by_fire(
+    sqlite_locked_past_the_busy_timeout,
+):
+    with CaptureQueriesContext(connection) as sent:
+        outcomes = JobRun.objects.try_claim_many(fires(50), owner="host-a")
+
+    assert {told(outcome) for outcome in outcomes} == {"running"}
+    # Tried whole until the lock was free, never fire by fire: each
+    # statement sent was the batch's one insert of all fifty.
+    tries = [query["sql"] for query in sent.captured_queries]
+    assert len(tries) > 1
+    assert len(set(tries)) == 1
+    assert JobRun.objects.filter(owner="host-a", status="running").count() == 50
+
+
 @pytest.fixture
 def one_statement_a_message():
     """The test database's connection, opened again as a project's that sets
@@ -198,6 +217,7 @@ class BatchClaimers:
             subprocess.Popen(
                 [sys.executable, "-m", "tests.support.batch_claimers", str(fires)],
                 stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
                 pass_fds=[self.read],
                 env={**os.environ, **child_environment(), "BATCH_TRIGGER_FD": str(self.read)},
@@ -210,9 +230,14 @@ class BatchClaimers:
             assert process.stdout is not None
             assert process.stdout.readline() == "ready\n"
         os.write(self.write, b"x" * len(self.processes))
-        said = [process.communicate(timeout=240)[0] for process in self.processes]
-        assert [process.returncode for process in self.processes] == [0] * len(self.processes)
-        return [json.loads(out) for out in said]
+        said = [process.communicate(timeout=240) for process in self.processes]
+        failed = [
+            err
+            for (_, err), process in zip(said, self.processes, strict=True)
+            if process.returncode
+        ]
+        assert not failed, failed[0]
+        return [json.loads(out) for out, _ in said]
 
     def close(self) -> None:
         for process in self.processes:
