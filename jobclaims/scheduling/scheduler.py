@@ -165,8 +165,11 @@ class Scheduler:
         grace: datetime.timedelta = datetime.timedelta(),
         verbosity: int = 1,
         live: LiveSchedules | None = None,
+        ends_process: bool = False,
     ):
         self._set_jobs(jobs)
+        #: Whether the process ends when the scheduler does (``jobclaims_scheduler``).
+        self.ends_process = ends_process
         #: Where the stored schedules' changes are read at each look; None: not read.
         self.live = live
         self.max_jobs = max_jobs
@@ -1006,8 +1009,12 @@ class Scheduler:
         try:
             yield
         finally:
+            # A process that ends with its scheduler ignores the rest of a
+            # burst of stop signals once it stopped: one landing after the
+            # hand-off, at the default action, would have it end killed.
+            ending = self.ends_process and self.signum is not None
             for signum, handler in previous.items():
-                signal.signal(signum, handler)
+                signal.signal(signum, signal.SIG_IGN if ending else handler)
 
 
 def _fire(job: JobSchedule, run: JobRun) -> str:

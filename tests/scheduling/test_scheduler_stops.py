@@ -10,14 +10,13 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import threading
 import time
 
 import pytest
 
 from jobclaims.models import JobRun
 from jobclaims.testing import Instance, start
-from tests.support.helpers import wait_until
+from tests.support.helpers import lines_until, wait_until
 from tests.testapp.management.commands import stubborn
 from tests.testapp.management.commands.slow_charge import DONE, STARTED
 from tests.testapp.models import Charge
@@ -63,23 +62,11 @@ def fire_in_progress(hosts: list[Instance]) -> tuple[str, Instance]:
 
 
 def read_until(host: Instance, text: str, timeout: float = 60) -> list[str]:
-    """The host's output lines up to the first holding ``text``: a barrier on
-    what the scheduler says, so that a second signal is not sent before the
-    first was handled (two pending signals of one kind arrive as one).
-
-    A host that has not said it within ``timeout`` seconds is killed, which
-    ends the read: a scheduler hung on its stop fails the test, not the run."""
+    """The host's output lines up to the first holding ``text`` (``lines_until()``):
+    a barrier on what the scheduler says, so that a second signal is not sent
+    before the first was handled (two pending signals of one kind arrive as one)."""
     assert host.process.stdout is not None, "started with stdout=PIPE"
-    lines: list[str] = []
-    watchdog = threading.Timer(timeout, host.process.kill)
-    watchdog.start()
-    try:
-        while text not in (line := host.process.stdout.readline()):
-            assert line, f"the scheduler ended without saying {text!r}: {lines}"
-            lines.append(line)
-    finally:
-        watchdog.cancel()
-    return [*lines, line]
+    return lines_until(host.process, host.process.stdout, text, timeout)
 
 
 def done(window: str) -> list[Charge]:
@@ -182,8 +169,10 @@ def test_a_job_that_ignores_the_stop_passed_on_is_killed_after_its_grace_and_han
     # A job stuck in a call ignores SIGTERM. Its scheduler, stopped, must
     # still end: it kills the job its grace after the stop reached it, and
     # hands the fire off. The stop comes with a burst of SIGTERMs, as from
-    # an impatient operator: each lands at some bytecode of the scheduler's
-    # wait, and a handler that took a lock there (an Event's) hung it.
+    # an impatient operator, that lasts until the scheduler has exited: each
+    # lands at some bytecode of the scheduler's wait, and a handler that took
+    # a lock there (an Event's) hung it; one landing after the hand-off, as
+    # the process ends, must not turn its clean exit into a kill.
     env = {"STUBBORN_SCHEDULE": "* * * * *", "STUBBORN_IGNORES_SIGTERM": "1", "STUBBORN_GRACE": "2"}
     [host] = start("jobclaims_scheduler", "--once", "--job", "stubborn", "--grace", "30", env=env)
     started = Charge.objects.filter(job="stubborn", step=stubborn.STARTED)
@@ -192,7 +181,7 @@ def test_a_job_that_ignores_the_stop_passed_on_is_killed_after_its_grace_and_han
         host.process.send_signal(signal.SIGTERM)
         said = read_until(host, "SIGTERM")
         sent_at = time.monotonic()
-        for _ in range(500):
+        while host.process.poll() is None and time.monotonic() - sent_at < 40:
             host.process.send_signal(signal.SIGTERM)
             time.sleep(0.002)
         result = host.finish(timeout=40)

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from io import StringIO
-from typing import NoReturn
+from typing import IO, NoReturn
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -101,6 +101,26 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30) ->
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def lines_until(
+    process: subprocess.Popen[str], stream: IO[str], text: str, timeout: float = 60
+) -> list[str]:
+    """The lines ``process`` writes to ``stream`` (its stdout or stderr pipe)
+    up to the first holding ``text``: a barrier on what the process says.
+
+    A process that has not said it within ``timeout`` seconds is killed,
+    which ends the read: a process hung fails the test, not the run."""
+    lines: list[str] = []
+    watchdog = threading.Timer(timeout, process.kill)
+    watchdog.start()
+    try:
+        while text not in (line := stream.readline()):
+            assert line, f"the process ended without saying {text!r}: {lines}"
+            lines.append(line)
+    finally:
+        watchdog.cancel()
+    return [*lines, line]
 
 
 def is_gone(pid: int) -> bool:

@@ -136,6 +136,7 @@ class Command(OperatorCommand):
             grace=jobclaims_settings.stop_grace if grace is None else grace,
             verbosity=self.verbosity,
             live=live,
+            ends_process=True,
         )
         if options["once"]:
             try:
