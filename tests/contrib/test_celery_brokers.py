@@ -64,20 +64,28 @@ def _worker(fleet: Fleet, broker: str, redis_url: str, **env: str) -> Iterator[F
     _forget_broker(app)
     app.conf.update(broker_url=broker, result_backend=f"{redis_url}/1", task_default_queue=queue)
     fleet.env.update(TESTS_CELERY_BROKER=broker, TESTS_CELERY_QUEUE=queue, **env)
-    fleet.start(
-        "worker",
-        "worker",
-        "--concurrency=2",
-        "--pool=prefork",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-        "--loglevel=INFO",
-    )
+    fleet.start("worker", *_worker_options(queue))
     wait_until(lambda: "ready." in fleet.log("worker"), "the worker to start", 90)
     yield fleet
     _forget_broker(app)
     app.conf.update(task_default_queue="celery")
+
+
+def _worker_options(queue: str) -> list[str]:
+    """A prefork worker with two pool children, consuming ``queue``."""
+    return [
+        "worker",
+        "--concurrency=2",
+        "--pool=prefork",
+        # A node name of its own: two workers named alike (two suites side
+        # by side) both declare RabbitMQ's exclusive celery@host.celery.pidbox
+        # queue, and the second dies with RESOURCE_LOCKED before it is ready.
+        f"--hostname={queue}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel=INFO",
+    ]
 
 
 def _forget_broker(app: object) -> None:
@@ -196,7 +204,7 @@ def test_a_worker_or_beat_with_claimed_under_a_task_refuses_to_start_and_consume
             TESTS_CELERY_QUEUE=queue,
             TESTS_CELERY_INCLUDE="tests.support.misordered.tasks",
         )
-        fleet.start("worker", "worker", "--concurrency=2", "--pool=prefork", "--loglevel=INFO")
+        fleet.start("worker", *_worker_options(queue))
         fleet.start("beat", "beat", f"--schedule={fleet.logs / 'schedule'}", "--loglevel=INFO")
         for name in ("worker", "beat"):
             assert fleet.processes[name].wait(timeout=30) == 1

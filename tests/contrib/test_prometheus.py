@@ -315,7 +315,13 @@ def test_jobs_run_from_cron_add_their_counts_up_in_the_textfile(tmp_path):
     race("charge_ledger", "--window", WINDOW, "--hold", "0.5", instances=3, env=environment)
     text = path.read_text()
     assert value(text, "jobclaims_claims_total", job_name="charge_ledger") == 1
-    assert value(text, "jobclaims_skips_total", job_name="charge_ledger", reason="held") == 2
+    # Each skip says "held", or "succeeded" from a copy a loaded machine woke
+    # after the run had ended: counted once either way.
+    skips = [
+        value(text, "jobclaims_skips_total", job_name="charge_ledger", reason=reason) or 0
+        for reason in ("held", "succeeded")
+    ]
+    assert sum(skips) == 2
     assert (
         value(
             text,

@@ -107,8 +107,11 @@ def test_a_claim_named_like_a_tags_pause_is_refused():
 def test_a_tag_pause_stops_the_fires_of_three_schedulers_until_it_is_lifted(tmp_path):
     with fleet(tmp_path):
         running_every_second(tmp_path)
-        paused = database_now()
         pauses.pause("#billing", by="alice")
+        # Read once the pause returned: it committed by then. Read before,
+        # it missed the wait of a loaded machine's pause for SQLite's lock,
+        # and a fire claimed in that wait ran, as it may.
+        paused = database_now()
         time.sleep(5)
         resumed = database_now()
         pauses.resume("#billing", by="alice")

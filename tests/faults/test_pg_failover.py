@@ -23,7 +23,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +39,9 @@ HOW = "start the pair with scripts/start-pg-replica and set it to the URLs that 
 TRIALS = 5
 #: Seconds the job processes wait for a standby that does not answer.
 STANDBY_TIMEOUT = "2"
+#: Seconds after which a job that has not said whether it claimed is hung:
+#: its wait for the standby, and its start on a loaded machine, many times over.
+HUNG_AFTER = 60
 WINDOW = "2026-11-29T10:00"
 
 
@@ -105,7 +108,14 @@ def failover(pair: Pair, mode: str, standby_cut_off: bool) -> tuple[int, str]:
         pair.do("cut")
     first = job(pair.primary, "--hold", "60")
     assert first.stdout is not None
-    line = first.stdout.readline()  # "Claimed …", or nothing if it did not claim.
+    # "Claimed …", or nothing if it did not claim. A claim hung on a standby
+    # that never answers is killed here, and says no error the test expects.
+    watchdog = threading.Timer(HUNG_AFTER, first.kill)
+    watchdog.start()
+    try:
+        line = first.stdout.readline()
+    finally:
+        watchdog.cancel()
     pair.do("crash-primary")
     pair.do("promote")
     if first.poll() is None:
@@ -141,17 +151,15 @@ def test_with_a_synchronous_standby_cut_off_the_claim_ends_in_an_error_and_never
     pair, mode, capsys
 ):
     runs: Counter = Counter()
-    started = time.monotonic()
     for _ in range(TRIALS):
         ran, stderr = failover(pair, mode, standby_cut_off=True)
         runs[ran] += 1
+        # The instance on the old primary did not hang (``HUNG_AFTER``): its
+        # claim ended in this error.
         assert "no standby acknowledged the commit" in stderr, stderr
-    took = time.monotonic() - started
     report(capsys, f"synchronous_commit = {mode}, standby cut off", runs)
-    # The instance on the old primary did not run, and did not hang: the
-    # promoted standby's instance ran the window, once.
+    # It did not run: the promoted standby's instance ran the window, once.
     assert runs == {1: TRIALS}
-    assert took < TRIALS * 30
 
 
 def test_with_an_asynchronous_lagging_standby_a_failover_runs_the_window_again(pair, capsys):

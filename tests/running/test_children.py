@@ -16,7 +16,6 @@ import datetime
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,7 @@ from jobclaims.testing import (
     start,
 )
 from jobclaims.time.clock import database_now
+from tests.support.helpers import wait_until
 from tests.testapp.models import Charge
 
 FROZEN = {"TESTAPP_FROZEN_SETTINGS": "1"}
@@ -80,18 +80,19 @@ def test_the_scheduler_and_its_job_run_on_the_test_database():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_jobs_heartbeat_renews_on_the_test_database():
-    run = JobRun.objects.claim("tick", "2026-11-29T10:00:00+00:00", lease=5 * SECOND)
+    # Long enough for a loaded machine to start the job before it ends.
+    run = JobRun.objects.claim("tick", "2026-11-29T10:00:00+00:00", lease=20 * SECOND)
     assert run is not None
+    claimed_until = run.expires_at
     # A three-second lease that only the heartbeat's thread keeps renewing.
     [job] = start(
         "tick",
         *("--window", run.window, "--claim-token", str(run.token), "--lease", "3"),
-        env={**FROZEN, "TICK_HOLD": "6"},
+        env={**FROZEN, "TICK_HOLD": "25"},
     )
-    deadline = time.monotonic() + 30
-    while not Charge.objects.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(4)
+    wait_until(Charge.objects.exists, "the job to start", timeout=60)
+    # Past the lease the claim took, the run holds only what it renewed.
+    wait_until(lambda: database_now() > claimed_until + SECOND, "the claim's lease to end", 30)
 
     run.refresh_from_db()
     assert run.expires_at > database_now()

@@ -29,7 +29,7 @@ from jobclaims.testing import schedules_in_force_since, start
 from jobclaims.time import cron
 from jobclaims.time.clock import database_now
 from jobclaims.time.cron import CronSchedule
-from tests.support.helpers import run_command, wait_until
+from tests.support.helpers import lines_until, run_command, wait_until
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,7 +81,11 @@ def test_three_schedulers_run_every_fire_once_even_when_one_is_killed():
     ]
     assert len(expected) >= FLEET_SECONDS // 2 - 3
     # Every fire ran, exactly once, and succeeded: none lost to the kill.
-    assert sorted(runs) == sorted(expected)
+    assert sorted(runs) == sorted(expected), {
+        "not run": sorted(set(expected) - set(runs)),
+        "not fires": [runs[key] for key in sorted(set(runs) - set(expected))],
+        "killed at": killed_at,
+    }
     charges = Counter(Charge.objects.values_list("window", flat=True))
     # A job still starting when its scheduler was stopped was stopped with it.
     settled = [key for key in expected if runs[key].claimed_at < stopped_at - WINDUP]
@@ -383,13 +387,17 @@ def test_a_scheduler_started_with_the_database_down_waits_for_it_and_stops_clean
         stderr=subprocess.PIPE,
         text=True,
     )
+    # A barrier, not a sleep: the loop says when it tries again, and it
+    # stops on SIGTERM from then on; before it, a loaded machine may still
+    # be starting Django, which SIGTERM ends as it ends any process.
     try:
-        time.sleep(4)
-        assert process.poll() is None, process.communicate()
+        assert process.stderr is not None, "started with stderr=PIPE"
+        said = lines_until(process, process.stderr, "; trying again in ")
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=60)
     finally:
         process.kill()
+    err = "".join(said) + err
     assert process.returncode == 0, (out, err)
     assert "Traceback" not in err
     assert err.startswith("The database did not answer ("), err
@@ -704,6 +712,8 @@ def test_a_job_that_starts_slower_than_its_lease_runs_once(tmp_path):
 
 #: How long each state of the rolling deploy lasts: two fires of each region.
 DEPLOY_STEP = 4
+#: What a run a scheduler's stop interrupted and handed off says (``attempts.hand_off()``).
+STOP_HANDED_OFF = "Interrupted by a stop of its scheduler."
 
 
 def regions_fleet(
@@ -875,9 +885,15 @@ def test_a_replacing_fire_cancels_the_run_before_it_and_runs_once_it_stopped(tmp
         runs = regions_runs(region)
         assert len(runs) >= 3, runs
         for before, after in itertools.pairwise(runs):
-            assert before.status == JobRun.Status.CANCELLED, before
-            assert "replacing it with the fire of" in before.cancelled_by, before
-            assert before.cancelled_at is not None
+            if STOP_HANDED_OFF in before.error:
+                # The fleet's stop ended it, not the next fire: a host that
+                # had not yet taken its own SIGTERM claimed that fire, or
+                # took this one over, with nothing going to replace.
+                continue
+            said = (before, before.status, before.error, before.cancelled_by, after)
+            assert before.status == JobRun.Status.CANCELLED, said
+            assert "replacing it with the fire of" in before.cancelled_by, said
+            assert before.cancelled_at is not None, said
             # Cancelled at the next fire, and that fire ran once the cancelled run let go.
             assert before.cancelled_at - at(after.window) < 2 * SECOND, (before, after)
             assert before.expires_at <= after.claimed_at, (before, after)

@@ -73,7 +73,11 @@ def fires_through_a_death_a_kill_and_two_stops(
         hosts[3].process.send_signal(signal.SIGTERM)
         results = [host.finish(timeout=30) for host in [hosts[0], *hosts[2:]]]
         running = JobRun.objects.filter(job=job, status=JobRun.Status.RUNNING)
-        wait_until(lambda: not running.exists(), "the workers to run every enqueued fire", 20)
+        try:
+            wait_until(lambda: not running.exists(), "the workers to run every enqueued fire", 60)
+        except AssertionError as timed_out:
+            left = list(running.values("window", "owner", "attempt", "expires_at"))
+            raise AssertionError(f"{timed_out}; still running: {left}") from None
     finally:
         stop(hosts)
     return results
