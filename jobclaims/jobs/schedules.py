@@ -35,7 +35,7 @@ from jobclaims.claims.rule import Refusal
 from jobclaims.models import JobRun
 from jobclaims.running import attempts, timeouts
 from jobclaims.running.attempts import RetryPolicy
-from jobclaims.time import bounds, durations, expressions, leases, windows
+from jobclaims.time import bounds, durations, expressions, leases, wall_times, windows
 from jobclaims.time.fire_times import FireTimes
 from jobclaims.time.slots import MICROSECOND, Slots
 from jobclaims.time.wall_times import named_zone
@@ -467,10 +467,10 @@ def _window_problems(
     """Why the job's declared window cannot key the fires of ``cron``, if it cannot."""
     if isinstance(window, windows.FixedWindow):
         return _gap_shorter_than(name, cron, window)
-    if cron.time_zone not in (None, timezone.get_current_timezone_name()):
+    if cron.time_zone not in (None, wall_times.project_zone_name()):
         return [
             f"{name}: time_zone {cron.time_zone!r} and window {window.name!r} disagree: a "
-            f"calendar window follows TIME_ZONE ({timezone.get_current_timezone_name()}); "
+            f"calendar window follows TIME_ZONE ({wall_times.project_zone_name()}); "
             "remove the window (each fire time is then its own window, in the schedule's "
             "zone) or make it a datetime.timedelta"
         ]
@@ -666,7 +666,7 @@ def _zone_shift(cron: FireTimes) -> datetime.timedelta:
     """How much nearer two fires can come than their wall times say: the
     largest change of UTC offset the schedule's zone makes (an hour for most
     zones with daylight saving, none for UTC)."""
-    zone = timezone.get_current_timezone() if cron.time_zone is None else named_zone(cron.time_zone)
+    zone = wall_times.project_zone() if cron.time_zone is None else named_zone(cron.time_zone)
     start = timezone.now()
     offsets = {
         (start + offset * datetime.timedelta(days=7)).astimezone(zone).utcoffset()

@@ -20,7 +20,6 @@ from typing import NamedTuple, cast
 
 from django.db.models import Count, F, Max, Min, Q, Window
 from django.db.models.functions import RowNumber
-from django.utils import timezone
 
 from jobclaims.conf import jobclaims_settings
 from jobclaims.jobs.discovery import command_jobs, every_schedule
@@ -36,6 +35,7 @@ from jobclaims.models import (
 )
 from jobclaims.scheduling import retention
 from jobclaims.scheduling.schedule_versions import fingerprint_of
+from jobclaims.time import wall_times
 from jobclaims.time.clock import EpochMicroseconds, database_now, from_epoch_microseconds
 from jobclaims.time.slots import Slots
 
@@ -247,7 +247,7 @@ def read(only: Collection[str] | None = None) -> Facts:
         only=wanted,
         scheduled={},
         in_code=command_jobs(),
-        zone=timezone.get_current_timezone_name(),
+        zone=wall_times.project_zone_name(),
     )
     facts.scheduled = {job: each for job, each in scheduled().items() if facts.wants(job)}
     facts.retired = {row.job: row for row in RetiredJob.objects.all()}

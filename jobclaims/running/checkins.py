@@ -41,12 +41,12 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from django.utils import timezone
 from django.utils.text import slugify
 
 from jobclaims.claims import naming
 from jobclaims.conf import jobclaims_settings
 from jobclaims.models import JobRun
+from jobclaims.time import wall_times
 from jobclaims.time.cron import ALIASES
 from jobclaims.time.fire_times import FireTimes
 from jobclaims.time.intervals import IntervalSchedule, is_interval
@@ -129,10 +129,10 @@ class Cadence:
                     return cls.of_schedule(IntervalSchedule(schedule), max_runtime)
                 return cls(None, "UTC", max_runtime)
             if len(schedule.split()) in (5, 6) or schedule.startswith("@"):
-                zone = timezone.get_current_timezone_name()
+                zone = wall_times.project_zone_name()
                 return cls.of_cron(schedule, zone, max_runtime)
             return cls(None, "UTC", max_runtime)
-        zone = timezone.get_current_timezone_name()
+        zone = wall_times.project_zone_name()
         if isinstance(window, CalendarWindow):
             value, unit = _WINDOW_INTERVALS[window.name]
             return cls({"type": "interval", "value": value, "unit": unit}, zone, max_runtime)

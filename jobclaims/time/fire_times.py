@@ -12,8 +12,6 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterator
 
-from django.utils import timezone
-
 from jobclaims.time import wall_times
 from jobclaims.time.wall_times import UTC, named_zone
 
@@ -67,7 +65,7 @@ class FireTimes:
     @property
     def zone_name(self) -> str:
         """The name of the zone its fires are wall times in."""
-        return self.time_zone or timezone.get_current_timezone_name()
+        return self.time_zone or wall_times.project_zone_name()
 
     def local(self, moment: datetime.datetime) -> datetime.datetime:
         """``moment`` in the schedule's zone, by way of UTC."""

@@ -8,6 +8,12 @@ before the change, so 02:30 on the night New York skips from 02:00 to 03:00
 is 03:30 daylight time; one repeated by a fall-back change as its first
 occurrence. An operator who means the second 01:30 writes its offset:
 ``2026-11-01T01:30-05:00``.
+
+The project's zone is ``TIME_ZONE`` itself, never the zone a request
+activated (Django's ``timezone.activate()``, a user's zone set by a
+middleware): a claim made in a view, or an operator's "Run now" in the
+admin, must name the slot a scheduler or cron names, or one hour would be
+two windows, ``…T20:00+00:00`` and ``…T05:00+09:00``, and run twice.
 """
 
 from __future__ import annotations
@@ -44,20 +50,30 @@ def parse(text: str, zone: datetime.tzinfo | None = None) -> datetime.datetime:
     return aware(moment, zone)
 
 
+def project_zone() -> datetime.tzinfo:
+    """``TIME_ZONE``, whatever zone is active (see above)."""
+    return timezone.get_default_timezone()
+
+
+def project_zone_name() -> str:
+    """The name of ``project_zone()``."""
+    return timezone.get_default_timezone_name()
+
+
 def local(moment: datetime.datetime) -> datetime.datetime:
     """``moment`` in the project's time zone, by way of UTC.
 
-    ``localtime()`` returns a datetime already in the current zone as it is,
+    ``astimezone()`` of a datetime already in the zone returns it as it is,
     even a wall time that does not exist, whose key would then name an hour
     no scheduled run has. Through UTC every instant has one wall time.
     """
-    return timezone.localtime(moment.astimezone(UTC))
+    return moment.astimezone(UTC).astimezone(project_zone())
 
 
 def aware(moment: datetime.datetime, zone: datetime.tzinfo | None = None) -> datetime.datetime:
     """``moment``, a wall time in ``zone`` (by default the project's) if it is naive."""
     if timezone.is_naive(moment):
-        return timezone.make_aware(moment, zone)
+        return timezone.make_aware(moment, zone or project_zone())
     return moment
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from jobclaims.exceptions import NotClaimed
 from jobclaims.jobs.claiming import claim, claimed
@@ -39,6 +41,22 @@ def test_a_refused_claim_raises_not_claimed_and_the_block_does_not_run():
     ):
         ran.append(True)
     assert ran == []
+
+
+@pytest.mark.parametrize("key", [KEY, None], ids=["an operator's key", "the current window"])
+def test_a_claim_where_a_users_time_zone_is_active_names_the_window_cron_names(key):
+    """A view behind a middleware that activates its user's zone, or an
+    admin request, claims the slot a cron job claims: one hour is one run,
+    not a second one spelled ``+09:00``. (The current window's two claims
+    are a few milliseconds apart: they name one hour but at its very edge.)"""
+    with (
+        claim("sync_ledger", window="hourly", key=key, allow_overlap=True) as first,
+        timezone.override("Asia/Tokyo"),
+        pytest.raises(NotClaimed, match=re.escape(f"sync_ledger {first.window} ")),
+        claim("sync_ledger", window="hourly", key=key, allow_overlap=True),
+    ):
+        pass
+    assert JobRun.objects.get().window == first.window
 
 
 def test_an_error_in_the_block_is_recorded_and_raised():

@@ -17,6 +17,8 @@ import functools
 import itertools
 
 import pytest
+from django.test import override_settings
+from django.utils import timezone
 
 from jobclaims.time.cron import CronSchedule
 from tests.support import vixie
@@ -230,3 +232,16 @@ def test_two_spellings_of_the_same_fires_have_the_same_fires(one, other):
 )
 def test_schedules_of_other_fires_differ(one, other):
     assert one.fires != other.fires
+
+
+@override_settings(TIME_ZONE="Europe/Paris")
+def test_a_schedule_without_a_zone_fires_in_time_zone_whatever_zone_is_active():
+    """A user's zone a middleware activated (an admin's "Run now", a view)
+    moves no fire: 02:00 is TIME_ZONE's 02:00 for every host and request."""
+    nightly = CronSchedule("0 2 * * *")
+    moment = datetime.datetime(2026, 12, 7, 12, tzinfo=datetime.timezone.utc)
+    fires = list(itertools.islice(nightly.fires_after(moment), 2))
+    with timezone.override("Asia/Tokyo"):
+        assert list(itertools.islice(nightly.fires_after(moment), 2)) == fires
+        assert nightly.zone_name == "Europe/Paris"
+    assert fires[0] == datetime.datetime(2026, 12, 8, 1, tzinfo=datetime.timezone.utc)

@@ -39,6 +39,20 @@ def test_calendar_windows_follow_the_project_time_zone():
     assert windows.resolve("hourly").key_at(moment) == "2026-11-30T09:00+13:00"
 
 
+@override_settings(TIME_ZONE="Pacific/Auckland")
+@pytest.mark.parametrize(
+    "spec", ["minutely", "hourly", "daily", "weekly", "monthly", datetime.timedelta(hours=1)]
+)
+def test_a_zone_a_request_activated_keys_no_window_of_its_own(spec):
+    """TIME_ZONE keys the windows, not a user's zone a middleware activated."""
+    window = windows.resolve(spec)
+    moment = at("2026-11-29T20:30:00+00:00")
+    in_time_zone = (window.key_at(moment), window.key_for("2026-11-30T09:30"))
+    with timezone.override("America/Los_Angeles"):
+        assert (window.key_at(moment), window.key_for("2026-11-30T09:30")) == in_time_zone
+        assert window.start_of(in_time_zone[0]) <= moment
+
+
 @override_settings(TIME_ZONE="America/New_York")
 def test_the_repeated_hour_of_a_daylight_saving_change_is_two_windows():
     hourly = windows.resolve("hourly")
