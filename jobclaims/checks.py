@@ -42,7 +42,7 @@ from jobclaims.jobs.commands import checking_a_job_run, job_checked, tag_problem
 from jobclaims.jobs.commands import problems as command_problems
 from jobclaims.jobs.schedules import problems
 from jobclaims.models import JobRun, JobSkip
-from jobclaims.time import leases
+from jobclaims.time import clock, leases
 
 TAG = "jobclaims"
 
@@ -491,24 +491,29 @@ def check_time_zone_tables(
 ) -> list[CheckMessage]:
     """jobclaims.W002: the admin's dates need the server's time-zone tables.
 
-    The claims list groups claims by date in ``TIME_ZONE``. Where the
-    database's connection is in another zone, Django converts each moment
+    The claims list groups claims by date in the zone active for the
+    request: ``TIME_ZONE``, unless a middleware activates the operator's.
+    Where that is not the connection's zone, Django converts each moment
     with the server's time-zone tables (MariaDB/MySQL's ``CONVERT_TZ``), and
-    without them the list fails with "Database returned an invalid datetime
-    value". Django's own feature flag says whether the tables are there.
+    without them the list cannot group its claims by date (Django would fail
+    with "Database returned an invalid datetime value"; the list leaves the
+    dates out). Django's own feature flag says whether the tables are there. A
+    zone a middleware activates cannot be known here, so the check judges
+    ``TIME_ZONE``; the list leaves its dates out for an operator in a zone
+    the server cannot convert to (``JobRunAdmin.get_changelist_instance``).
     """
     alias = _claims_database_in(app_configs, databases)
     if alias is None or not settings.USE_TZ:
         return []
     connection = connections[alias]
     zone = timezone.get_default_timezone_name()
-    if zone == connection.timezone_name or connection.features.has_zoneinfo_database:
+    if clock.dates_in(connection, zone):
         return []
     return [
         Warning(
             f"The {alias!r} database has no time-zone tables, and TIME_ZONE is {zone!r}: "
-            "the admin's list of claims, which dates them in TIME_ZONE, fails without them "
-            "(Django converts times there with the server's tables).",
+            "the admin's list of claims, which groups them by date in TIME_ZONE, lists them "
+            "ungrouped without them (Django converts times there with the server's tables).",
             hint=(
                 "Load the tables into the server: mariadb-tzinfo-to-sql /usr/share/zoneinfo "
                 "| mariadb -u root mysql (on MySQL, mysql_tzinfo_to_sql and mysql); "

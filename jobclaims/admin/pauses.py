@@ -14,6 +14,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -35,6 +36,17 @@ class PauseForm(forms.ModelForm):
         fields = ("job", "reason", "until")
         widgets = {"reason": forms.Textarea(attrs={"maxlength": pauses.REASON_LENGTH})}
         help_texts = {"job": _("The job's name, or * to pause all jobs.")}
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # Django reads and shows a form's times in the zone active for the
+        # request: TIME_ZONE, or the operator's where a middleware activates
+        # one. jobclaims_pause --until reads TIME_ZONE, so say which it is.
+        # A kept pause's page shows its fields read-only, outside the form.
+        if "until" in self.fields:
+            self.fields["until"].help_text = _(
+                "The pause ends by itself at this time, read in %(zone)s; empty: until resumed."
+            ) % {"zone": timezone.get_current_timezone_name()}
 
     def clean_reason(self) -> str:
         reason: str = self.cleaned_data["reason"]

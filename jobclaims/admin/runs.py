@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.contrib import admin, messages
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.admin.utils import display_for_value, flatten_fieldsets
+from django.contrib.admin.views.main import ChangeList
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
@@ -27,7 +30,7 @@ from jobclaims.jobs.discovery import schedule_of
 from jobclaims.models import JobRun, JobRunQuerySet, RetiredJob, SchedulerSeen
 from jobclaims.monitoring.health import checked_overview, gone_jobs, missed_windows
 from jobclaims.monitoring.overview import describe
-from jobclaims.time import durations
+from jobclaims.time import clock, durations
 from jobclaims.time.clock import database_now
 
 if TYPE_CHECKING:
@@ -173,6 +176,28 @@ class JobRunAdmin(admin.ModelAdmin):
         # Deleting a held claim would let a second instance run beside the
         # first; old rows go with jobclaims_prune, which knows what to keep.
         return False
+
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        """The list, without its dates where the database cannot list them
+        in the zone active for the request (an operator's, which a
+        middleware activated), saying why, rather than fail: check W002
+        judges ``TIME_ZONE`` alone. A date picked before still filters,
+        by a range of moments that needs no conversion."""
+        changelist = super().get_changelist_instance(request)
+        alias = jobclaims_settings.claims_database(JobRun)
+        zone = timezone.get_current_timezone_name()
+        if changelist.date_hierarchy and not clock.dates_in(connections[alias], zone):
+            changelist.date_hierarchy = None
+            self.message_user(
+                request,
+                _(
+                    "Claims are not grouped by date: the %(alias)s database cannot convert "
+                    "times to %(zone)s without its time-zone tables (see check jobclaims.W002)."
+                )
+                % {"alias": alias, "zone": zone},
+                messages.WARNING,
+            )
+        return changelist
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -148,6 +148,17 @@ def database_now(using: str = "default") -> datetime.datetime:
     return as_utc(value)
 
 
+def dates_in(connection: BaseDatabaseWrapper, zone: str) -> bool:
+    """Whether ``connection`` can turn moments into dates in ``zone`` in SQL
+    (``QuerySet.dates()``, which an admin's date hierarchy lists): in its
+    own zone always; in another only where the server has its time-zone
+    tables. MariaDB/MySQL's ``CONVERT_TZ`` returns NULL without them, and
+    Django then fails with "Database returned an invalid datetime value";
+    PostgreSQL and SQLite carry their own (Django's
+    ``has_zoneinfo_database``)."""
+    return zone == connection.timezone_name or connection.features.has_zoneinfo_database
+
+
 #: How long a reading of the database clock is carried forward on this
 #: host's monotonic clock (``leases.clock()``) before it is read again.
 CARRIED_FOR = 60.0

@@ -14,11 +14,13 @@ from django.template.response import TemplateResponse
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from jobclaims.admin.runs import JobRunAdmin
 from jobclaims.claims.rule import State
 from jobclaims.jobs.claiming import claim
 from jobclaims.models import JobRun, JobRunQuerySet, JobSkip, SchedulerSeen
+from jobclaims.time import clock
 from jobclaims.time.clock import database_now
 from jobclaims.time.windows import resolve
 from tests.support.factories import claim_fields, claim_in_state
@@ -160,6 +162,23 @@ def test_the_list_shows_each_state_as_a_badge_with_its_word(operator):
     for state in State:
         assert f'jobclaims-state--{state.value}" title=' in response.text
         assert f"</span> {state.label}</span>" in response.text
+
+
+def test_in_an_operators_zone_the_list_dates_claims_where_the_database_can_and_says_so_if_not(
+    operator, active
+):
+    """A middleware may activate each operator's zone; on MariaDB/MySQL
+    without time-zone tables the database cannot date claims there, and the
+    list leaves its dates out, saying why, instead of failing (W002 judges
+    TIME_ZONE alone). PostgreSQL and SQLite date them in any zone."""
+    with timezone.override("Asia/Tokyo"):
+        page = operator.get(reverse("admin:jobclaims_jobrun_changelist")).content.decode()
+    assert active.window in page
+    if clock.dates_in(connection, "Asia/Tokyo"):
+        assert 'class="toplinks"' in page
+    else:
+        assert 'class="toplinks"' not in page
+        assert "Claims are not grouped by date: the default database cannot" in page
 
 
 def test_the_list_says_when_leases_end_and_how_long_runs_took(operator, active):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import re
+import zoneinfo
 
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from jobclaims.models import JobPause, JobRun
 from jobclaims.time.clock import database_now
@@ -70,6 +73,29 @@ def test_an_until_already_past_is_refused_in_the_form(operator):
     assert response.status_code == 200
     assert "This time has passed already" in response.content.decode()
     assert not JobPause.objects.exists()
+
+
+@pytest.mark.parametrize("active", [None, "Asia/Tokyo"])
+def test_the_form_names_the_zone_it_reads_until_in_and_ends_the_pause_there(operator, active):
+    """Django reads a form's times in the zone active for the request (an
+    operator's, where a middleware activates it), not in TIME_ZONE as
+    jobclaims_pause --until does: the field's help says which."""
+    zone = active or "UTC"  # tests/settings.py's TIME_ZONE
+    until = datetime.datetime(2036, 12, 9, 9, 0, tzinfo=zoneinfo.ZoneInfo(zone))
+    with timezone.override(active) if active else contextlib.nullcontext():
+        form = operator.get(ADD).content.decode()
+        pause(operator, until_0=f"{until:%Y-%m-%d}", until_1=f"{until:%H:%M:%S}")
+    assert f"The pause ends by itself at this time, read in {zone}; empty" in form
+    assert JobPause.objects.get().until == until
+
+
+def test_a_kept_pause_opens_read_only_saying_who_paused_and_why(operator):
+    pause(operator)
+    stored = JobPause.objects.get()
+    page = operator.get(reverse("admin:jobclaims_jobpause_change", args=[stored.pk]))
+    assert page.status_code == 200
+    assert "the bank is down" in page.content.decode()
+    assert 'name="reason"' not in page.content.decode()
 
 
 def test_resuming_in_the_admin_lets_the_job_run_and_logs_the_admin_user(operator):
