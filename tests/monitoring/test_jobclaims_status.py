@@ -55,13 +55,30 @@ def test_status_says_when_leases_end_and_runs_ended(one_of_each):
     assert " now " in rows["succeeded"] or " 1 s ago " in rows["succeeded"]
 
 
-def test_status_fits_an_80_column_terminal_however_long_the_names():
+class Terminal(StringIO):
+    """What a terminal gives the command: a stream that is one."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_status_fits_its_terminal_however_long_the_names(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
     claim_in_state(State.ACTIVE, "j" * 200, "w" * 64, owner="h" * 200 + ":1:abcdef01")
     claim_in_state(State.FAILED, "short", "2026-11-29")
-    out, _, _ = run_command("jobclaims_status")
+    call_command("jobclaims_status", stdout=(terminal := Terminal()))
+    out = terminal.getvalue()
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "…" in out
     assert "short  " in out
+
+
+def test_status_piped_to_grep_or_a_file_cuts_no_name(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    claim_in_state(State.ACTIVE, "charge_invoices_for_every_region", "w" * 64, owner="h" * 60)
+    out, _, _ = run_command("jobclaims_status")
+    assert "charge_invoices_for_every_region  " + "w" * 64 in out
+    assert "…" not in out
 
 
 @pytest.mark.parametrize("state", list(State))
@@ -224,7 +241,7 @@ def test_status_lists_the_schedulers_seen_live_or_gone():
         "Scheduler web-1:2 (gone)",
     ]
     assert lines[1].endswith(
-        f"seen 1 h ago, schedules {fingerprint({'tick': '*/2 * * * * *'})}, running tick"
+        f"seen 1 h ago, schedules {fingerprint({'tick': '*/2 * * * * *'})} of tick"
     )
     document, _, _ = run_command("jobclaims_status", "--json")
     assert [(row["pid"], row["live"]) for row in json.loads(document)["schedulers"]] == [
@@ -258,15 +275,16 @@ def test_the_schedules_view_shows_each_schedule_of_a_job_with_its_zone_args_and_
     assert all(fire.endswith("+00:00") for fire in us["next_fires"])
 
 
-def test_the_table_keeps_rows_apart_at_80_columns_and_shows_the_pauses():
+def test_the_table_keeps_rows_apart_at_80_columns_and_shows_the_pauses(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
     owner = "ip-10-0-1-23.eu-west-1.compute.internal:12345:0c0ffee0"
     for region in ("eu", "us"):
         for second in ("03", "06"):
             window = f"2026-11-19T19:00:{second}-05:00"
             claim_in_state(State.ACTIVE, f"sync_regions[--region {region}]", window, owner=owner)
     JobPause.objects.create(job="sync_regions", paused_by="alice", reason="the bank is down")
-    out, _, _ = run_command("jobclaims_status")
-    lines = out.splitlines()
+    call_command("jobclaims_status", stdout=(terminal := Terminal()))
+    lines = terminal.getvalue().splitlines()
     table = lines[:5]
     assert max(map(len, table)) <= 80, table
     cells = [line.split("  ")[:2] for line in table[1:]]

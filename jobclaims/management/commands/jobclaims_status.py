@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import shutil
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -39,8 +40,6 @@ UNHEALTHY = 2
 UNKNOWN = 3
 #: The most ``--limit`` may be: more rows than any database's LIMIT takes.
 MOST_SHOWN = 2**31 - 1
-#: The table fits a terminal this wide.
-WIDTH = 80
 #: Columns that give up characters for the table to fit, in this order (the
 #: owner says least about which claim a row is), and the fewest each keeps.
 _SHRINKABLE = {"OWNER": 12, "JOB": 12, "WINDOW": 16}
@@ -180,7 +179,7 @@ class Command(OperatorCommand):
         if not shown:
             self.stdout.write("No claims match.")
         else:
-            self.stdout.write("\n".join(_table(shown, now)))
+            self.stdout.write("\n".join(_table(shown, now, self._width())))
         if options["limit"] and len(shown) == options["limit"]:
             self.stdout.write(f"Newest {len(shown)} of {runs.count()} claims; --limit 0 shows all.")
         counts = JobRun.objects.running_counts()
@@ -198,6 +197,14 @@ class Command(OperatorCommand):
         if options["output"]:
             for run in shown:
                 self.stdout.write(_printed(run))
+
+    def _width(self) -> int | None:
+        """How wide the table may be: the terminal's, as ``ps`` fits it;
+        without one, as wide as its rows, so that a name piped to ``grep``
+        or a file is whole."""
+        if not self.stdout.isatty():
+            return None
+        return shutil.get_terminal_size().columns
 
     def _check(self, jobs: list[str], verbosity: int, as_json: bool) -> None:
         """Say what is wrong with each job (``jobs``, or every known one), and
@@ -329,13 +336,14 @@ def _printed(run: JobRun) -> str:
 
 
 def _schedulers(now: Any) -> list[str]:
-    """A line per scheduler seen: where it runs, whether it is live, what it runs."""
+    """A line per scheduler seen: where it runs, whether it is live, and the
+    jobs its schedules start ("of", not "running": a stopped one runs none)."""
     lines = []
     for row in SchedulerSeen.objects.order_by("host", "pid", "started_at"):
         live = "live" if row.live_at(now) else "stopped" if row.stopped_at else "gone"
         lines.append(
             f"Scheduler {row} ({live}): seen {durations.relative(row.last_seen_at, now)}, "
-            f"schedules {row.fingerprint}, running {', '.join(sorted(row.schedules)) or 'nothing'}"
+            f"schedules {row.fingerprint} of {', '.join(sorted(row.schedules)) or 'no job'}"
         )
     return lines
 
@@ -398,12 +406,13 @@ def _document(runs: list[ListedRun], now: Any) -> dict[str, Any]:
     }
 
 
-def _table(runs: list[ListedRun], now: Any) -> list[str]:
-    """Left-aligned columns two spaces apart, cut with "…" to fit ``WIDTH``.
+def _table(runs: list[ListedRun], now: Any, width: int | None) -> list[str]:
+    """Left-aligned columns two spaces apart, cut with "…" to fit ``width``
+    (``None``: nothing is cut).
 
     A cell is cut where the rows' values differ (``_cut()``): two claims of
     one job's two schedules, or of two windows, never read alike. Rows that
-    cannot be told apart within ``WIDTH`` make the table wider instead.
+    cannot be told apart within ``width`` make the table wider instead.
     """
     header = ("JOB", "WINDOW", "STATE", "TRY", "SKIPS", "END", "OWNER")
     rows = [header] + [
@@ -421,7 +430,7 @@ def _table(runs: list[ListedRun], now: Any) -> list[str]:
     ]
     columns = {name: [row[i] for row in rows[1:]] for i, name in enumerate(header)}
     widths = {name: max(len(row[i]) for row in rows) for i, name in enumerate(header)}
-    excess = sum(widths.values()) + 2 * (len(header) - 1) - WIDTH
+    excess = 0 if width is None else sum(widths.values()) + 2 * (len(header) - 1) - width
     for name, least in _SHRINKABLE.items():
         while (
             excess > 0
