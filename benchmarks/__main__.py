@@ -126,6 +126,7 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
     from benchmarks import peers, uncontended
 
     paths = uncontended.public_paths()
+    hosts = uncontended.host_calls()
     others = peers.peers(connection)
     timed = uncontended.claim_against_floor(
         connection,
@@ -134,7 +135,7 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
         per_round=4,
         warmup=30,
         seconds=40,
-        paths={**paths, **{name: peer.cycle for name, peer in others.items()}},
+        paths={**paths, **hosts, **{name: peer.cycle for name, peer in others.items()}},
     )
     counts = uncontended.statements_per_cycle(connection, claims)
     return {
@@ -155,6 +156,15 @@ def _uncontended(connection: Any, claims: Any) -> dict[str, Any]:
         "paths": {
             name: uncontended.figures(timed, name, uncontended.statements_of(connection, cycle))
             for name, cycle in paths.items()
+        },
+        "hosts": {
+            name: {
+                "path": path,
+                **uncontended.figures(timed, name, []),
+                "path_less_host_to_floor": round(timed.difference_ratio(path, name, "floor"), 2),
+            }
+            for path, name in uncontended.HOSTS.items()
+            if name in hosts and path in paths
         },
         "peers": {
             name: {

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from benchmarks.targets import NOT_TARGETED
+
 _RAW_CLAIM = {
     "postgresql": "INSERT ... ON CONFLICT DO NOTHING RETURNING",
     "mysql": "INSERT IGNORE ... RETURNING",
@@ -105,6 +107,25 @@ def _paths(results: dict[str, Any]) -> list[str]:
     ]
     for name, (statements, cycle, cpu, ratio) in rows.items():
         lines.append(_way(name, statements, cycle, cpu, ratio))
+    return lines + _hosts(results.get("hosts", {}))
+
+
+def _hosts(hosts: dict[str, Any]) -> list[str]:
+    """The frameworks' own calls, and the ways in made in them less those."""
+    if not hosts:
+        return []
+    lines = ["   the framework call a way in is made in, alone, in the same rounds:"]
+    for name, host in hosts.items():
+        lines.append(_way(name, [], host["claim_and_release"], host["cpu"], host["ratio_to_floor"]))
+    lines += [
+        f"     {host['path']} less {name}: {host['path_less_host_to_floor']:.2f}x the floor"
+        for name, host in hosts.items()
+    ]
+    lines += [
+        f"     not held to the targets: {name} (a command's process parses its options once; "
+        "call_command parses them on every call)"
+        for name in NOT_TARGETED
+    ]
     return lines
 
 

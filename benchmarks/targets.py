@@ -44,7 +44,7 @@ TARGETS = (
         "paths",
         "<= 1.5x",
         ("postgresql", "mysql"),
-        lambda results: max(path["ratio_to_floor"] for path in results["paths"].values()),
+        lambda results: max(_ways_in(results)[1:]),
         lambda ratio: ratio <= 1.5,
     ),
     Target(
@@ -109,9 +109,30 @@ def _over_best_peer(results: dict[str, Any]) -> float | None:
     correct = [peer["ratio_to_floor"] for peer in results["peers"].values() if peer["correct"]]
     if not correct:
         return None
-    ways = [path["ratio_to_floor"] for path in results["paths"].values()]
-    ways.append(results["uncontended"]["ratio_to_floor"])
-    return round(max(ways) / min(correct), 2)
+    return round(max(_ways_in(results)) / min(correct), 2)
+
+
+#: The ways in timed but not held to the targets: a ``JobCommand`` runs
+#: once in a process that parses its options once (cron's, a scheduler's
+#: fork), where ``call_command`` here builds its parser on every call.
+NOT_TARGETED = ("JobCommand (call_command)",)
+
+
+def _ways_in(results: dict[str, Any]) -> list[float]:
+    """Each public way in's ratio to the floor, ``JobRun.objects.claim()``'s
+    first, but ``NOT_TARGETED``. A way made in a framework's call (a Celery
+    task) counts less that call alone, timed in the same rounds: a project
+    pays it with or without a claim."""
+    less_host = {
+        host["path"]: host["path_less_host_to_floor"] for host in results.get("hosts", {}).values()
+    }
+    ways = [results["uncontended"]["ratio_to_floor"]]
+    ways += [
+        less_host.get(name, path["ratio_to_floor"])
+        for name, path in results["paths"].items()
+        if name not in NOT_TARGETED
+    ]
+    return ways
 
 
 def check(results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -96,6 +96,27 @@ def public_paths() -> dict[str, Cycle]:
     return paths
 
 
+#: Each way in whose cycle includes a framework's own call, and that call
+#: alone (``host_calls()``): what Django or Celery costs it, claim or none.
+HOSTS = {
+    "JobCommand (call_command)": "call_command, no claim",
+    "ClaimedTask": "Celery task call, no claim",
+}
+
+
+def host_calls() -> dict[str, Cycle]:
+    """The calls of ``HOSTS`` without jobclaims, as timed cycles: a plain
+    command through ``call_command`` (which builds its parser each time, as
+    no process started by cron or the scheduler does more than once), and a
+    plain Celery task called as ``ClaimedTask`` is."""
+    from django.core.management import call_command
+
+    calls = {"call_command, no claim": timed(lambda: lambda: call_command("fleet_plain", name="x"))}
+    if (task := _plain_task()) is not None:
+        calls["Celery task call, no claim"] = timed(task)
+    return calls
+
+
 def _context_manager() -> Callable[[], object]:
     job = f"context-{next(_jobs)}"
 
@@ -140,17 +161,30 @@ def _claimed_task() -> Callable[[], Callable[[], object]] | None:
     """A Celery task of ``ClaimedTask`` per claim, called as a worker calls
     it; ``None`` without Celery."""
     try:
+        from jobclaims.contrib.celery import ClaimedTask
+    except ImportError:
+        return None
+    return _new_tasks("task", base=ClaimedTask, claim_window="minutely", claim_lease=LEASE)
+
+
+def _plain_task() -> Callable[[], Callable[[], object]] | None:
+    """``_claimed_task()``'s tasks as plain Celery tasks, a new one per
+    call as there, so that each pays a task's first call as a claimed one
+    does; ``None`` without Celery."""
+    return _new_tasks("plain")
+
+
+def _new_tasks(prefix: str, **options: Any) -> Callable[[], Callable[[], object]] | None:
+    """Makes a new Celery task of ``_nothing`` per call, named ``prefix``
+    and a number, with ``options``; ``None`` without Celery."""
+    try:
         from celery import Celery
     except ImportError:
         return None
-    from jobclaims.contrib.celery import ClaimedTask
-
-    app = Celery("claim-paths", set_as_current=False)
+    app = Celery(f"{prefix}-calls", set_as_current=False)
 
     def prepare() -> Callable[[], object]:
-        name = f"task-{next(_jobs)}"
-        task = app.task(name=name, base=ClaimedTask, claim_window="minutely", claim_lease=LEASE)
-        call: Callable[[], object] = task(_nothing)
+        call: Callable[[], object] = app.task(name=f"{prefix}-{next(_jobs)}", **options)(_nothing)
         return call
 
     app.finalize()
