@@ -211,11 +211,17 @@ class ClaimStatements:
             if self._refused_at_once(error.__cause__):
                 return ClaimedThenRead(False)
             raise
+        return self._claimed_then_read(cursor, run, slotted)
+
+    def _claimed_then_read(
+        self, cursor: CursorWrapper, run: ClaimRow, slotted: bool
+    ) -> ClaimedThenRead:
+        """What ``claim_then_read()``'s message answered: the claim's row,
+        then, past the COMMIT's result, the read's rows."""
         row = cursor.fetchone()
         if row is None:
             return ClaimedThenRead(False)
         self._load(cursor, run, row)
-        # Past the COMMIT's result, to the read's.
         cursor.nextset()
         cursor.nextset()
         rows = cursor.fetchall()
@@ -442,12 +448,26 @@ class PostgreSQLStatements(ClaimStatements):
             claim_then_pause_or_slot_succeeded=sql.CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED,
         )
 
+    def _claimed_then_read(
+        self, cursor: CursorWrapper, run: ClaimRow, slotted: bool
+    ) -> ClaimedThenRead:
+        """The procedure's one row: the claim's columns, NULL where it
+        inserted nothing, then what refuses it (NULL: nothing)."""
+        claimed_id, claimed_at, expires_at, *refusing = cursor.fetchone()
+        if claimed_id is None:
+            return ClaimedThenRead(False)
+        self._load(cursor, run, (claimed_id, claimed_at, expires_at))
+        found = self._pause_or_slot_found([refusing]) if refusing[0] is not None else None
+        return ClaimedThenRead(True, found)
+
     def claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
-        """Only through psycopg 3's client-side binding (Django's default),
-        which sends a statement with its parameters in the simple query
-        protocol, where one message may hold several, and which keeps each
-        one's result: psycopg2 keeps the last alone, and server-side binding
-        prepares one statement at a time."""
+        """Only through psycopg 3's client-side binding (Django's default).
+        The claim's procedure would take any binding, but the scheduler's
+        batch asks this too (``jobclaims.claims.batch``), and sends its
+        claims and their read in one message, which only that binding sends
+        in the simple query protocol, keeping each statement's result:
+        psycopg2 keeps the last alone, and server-side binding prepares one
+        statement at a time."""
         options = connection.settings_dict["OPTIONS"]
         # Django's PostgreSQL backend names its driver's module "Database".
         driver = getattr(connection, "Database", None)

@@ -21,10 +21,9 @@ package must not change what this migration does; a change to a function
 is a migration of its own. Other databases keep their statements as text.
 """
 
-from typing import Any
-
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+
+from jobclaims.migrations._operations import RunSQLOnPostgreSQL
 
 #: A pause in force holds for the job, for the job a schedule's claim name
 #: belongs to, for one of that job's tags, or for all jobs
@@ -103,22 +102,6 @@ DROP FUNCTION jobclaims_refused_after_claim(text, text, timestamptz, timestamptz
 DROP FUNCTION jobclaims_claim(
     text, text, text, text, uuid, boolean, timestamptz, timestamptz, text, interval, text, text);
 """
-
-
-class RunSQLOnPostgreSQL(migrations.RunSQL):
-    """``RunSQL`` sent to PostgreSQL alone."""
-
-    def database_forwards(
-        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, from_state: Any, to_state: Any
-    ) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(
-        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, from_state: Any, to_state: Any
-    ) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
 
 
 class Migration(migrations.Migration):

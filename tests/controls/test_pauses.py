@@ -29,7 +29,7 @@ from jobclaims.running.holding import PAUSES_READ_WITHIN, holding
 from jobclaims.scheduling.scheduler import Scheduler
 from jobclaims.testing import race, schedules_in_force_since, start
 from jobclaims.time.clock import DatabaseNow, database_now
-from tests.support.helpers import commands_named, run_command, wait_until
+from tests.support.helpers import FUNCTIONS, commands_named, run_command, wait_until
 from tests.testapp.models import Charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -372,28 +372,36 @@ def test_a_pause_that_commits_after_a_claim_read_the_pauses_refuses_the_claim(
 
 @pytest.mark.parametrize("slotted", [False, True], ids=["a plain window", "a slot"])
 def test_a_pause_the_claims_insert_missed_is_read_behind_its_commit_in_the_same_round_trip(
-    monkeypatch, slotted
+    monkeypatch, request, slotted
 ):
-    # PostgreSQL and MariaDB send the read after the commit behind the
-    # claim's INSERT and COMMIT, in one message. An INSERT made blind to
-    # pauses (on MariaDB, the read before it; on PostgreSQL, whose claim is
-    # a function, its plain INSERT) stands for one whose snapshot came
-    # before the pause committed: the read behind its COMMIT must still
-    # find the pause, and the claim give its row back.
+    # PostgreSQL and MariaDB read what refuses a claim right behind its
+    # COMMIT, in one round trip: MariaDB in the same message, PostgreSQL in
+    # the procedure that commits the claim. A claim made blind to pauses (on
+    # MariaDB, the read before it; on PostgreSQL, a copy of the procedure
+    # whose INSERT is) stands for one whose snapshot came before the pause
+    # committed: the read behind its COMMIT must still find the pause, and
+    # the claim give its row back.
     statements = claim_statements(connection)
     if not statements.claims_then_reads(connection):
         pytest.skip("the claim and its read after the commit go in one round trip on SQLite")
 
-    def blind(statement: str | None) -> str:
+    def blind(statement: str | None, count: int = -1) -> str:
         assert statement is not None
-        return statement.replace("resumed_at IS NULL", "resumed_at IS NULL AND FALSE")
+        return statement.replace("resumed_at IS NULL", "resumed_at IS NULL AND FALSE", count)
 
     def blind_claim(bundle: str | None) -> str:
         assert bundle is not None
+        if PROCEDURE in bundle:
+            return bundle.replace(PROCEDURE, "blind_claim_then_read(")
         claimed, after_commit = bundle.split("COMMIT;")
-        if "jobclaims_claim(" in claimed:
-            claimed = f"{sql.insert_returning};\n"
         return f"{blind(claimed)}COMMIT;{after_commit}"
+
+    if connection.vendor == "postgresql":
+        # The procedure's INSERT is its first look at the pauses; its read, the second.
+        body = FUNCTIONS[PROCEDURE.rstrip("(")].partition("(")[2]
+        with connection.cursor() as cursor:
+            cursor.execute(f"CREATE PROCEDURE blind_claim_then_read({blind(body, 1)}")
+        request.addfinalizer(drop_blind_procedure)
 
     sql = statements.sql
     monkeypatch.setattr(
@@ -413,6 +421,15 @@ def test_a_pause_the_claims_insert_missed_is_read_behind_its_commit_in_the_same_
     assert refusal.reason == Reason.PAUSED
     assert not JobRun.objects.filter(window=WINDOW).exists()
     assert JobSkip.objects.get(window=WINDOW).reason == JobSkip.Reason.PAUSED
+
+
+#: PostgreSQL's claim, as its statements call it.
+PROCEDURE = "jobclaims_claim_then_read("
+
+
+def drop_blind_procedure() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("DROP PROCEDURE blind_claim_then_read")
 
 
 def test_a_run_claimed_before_a_pause_does_not_start_after_it_and_says_so():

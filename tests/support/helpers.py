@@ -48,7 +48,8 @@ def verbs(queries: Iterable[dict[str, str]]) -> list[str]:
     """The verb of each captured statement: MariaDB's "SET STATEMENT x FOR
     INSERT" is an INSERT, a union of selects in parentheses, "(SELECT
     ...", a SELECT, and PostgreSQL's claim, a SELECT from the function
-    jobclaims_claim(), the INSERT that function runs."""
+    jobclaims_claim() (or a call of jobclaims_claim_then_read()), the
+    INSERT that function runs."""
     return [
         "INSERT"
         if _CLAIM_CALL.match(query["sql"])
@@ -57,14 +58,17 @@ def verbs(queries: Iterable[dict[str, str]]) -> list[str]:
     ]
 
 
-_CLAIM_CALL = re.compile(r"SELECT [^;]*?\bFROM jobclaims_claim\(")
+_CLAIM_CALL = re.compile(r"SELECT [^;]*?\bFROM jobclaims_claim\(|CALL jobclaims_claim_then_read\(")
 
-#: What jobclaims' PostgreSQL functions run, by name, as their migration writes them.
+#: What jobclaims' PostgreSQL functions and procedures run, by name, as
+#: their migrations write them.
 FUNCTIONS = {
     body.split("(", 1)[0]: body
-    for body in importlib.import_module(
-        "jobclaims.migrations.0002_postgresql_claim_functions"
-    ).CREATE.split("CREATE FUNCTION ")[1:]
+    for migration in ("0002_postgresql_claim_functions", "0003_postgresql_claim_procedure")
+    for body in re.split(
+        "CREATE (?:FUNCTION|PROCEDURE) ",
+        importlib.import_module(f"jobclaims.migrations.{migration}").CREATE,
+    )[1:]
 }
 
 

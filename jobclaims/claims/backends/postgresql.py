@@ -102,33 +102,22 @@ SELECT * FROM (
 )
 
 #: ``CLAIM``, committed, then the read that refuses a claim once it
-#: committed, in one message of PostgreSQL's simple query protocol: the
-#: COMMIT ends the claim's own transaction, so the read after it takes its
-#: snapshot after the claim committed and sees any pause (or success of the
-#: slot) that committed first, as a read of its own would, without a round
-#: trip more. An error in the claim rolls it back and skips the rest. The
-#: read is the function ``jobclaims_refused_after_claim()`` (migration
-#: 0002): ``CLAIM_THEN_PAUSE`` for a claim without a slot or forced, in
-#: ``PAUSE``'s columns; ``CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED`` as
-#: ``PAUSE_OR_SLOT_SUCCEEDED``.
-CLAIM_THEN_PAUSE = (
-    CLAIM.rstrip()
-    + """;
-COMMIT;
-SELECT who, since, said, "until", job_or_status
-FROM jobclaims_refused_after_claim(%(job)s, %(window)s, NULL, NULL,
-                                   %(parent_job)s, %(all_jobs)s)
+#: committed, in one statement: the procedure
+#: ``jobclaims_claim_then_read()`` (migration 0003), which commits the
+#: claim inside, so that its read takes its snapshot after the claim
+#: committed and sees any pause (or success of the slot) that committed
+#: first, as a read of its own would, without a round trip more. Its one
+#: row is the claim's (``CLAIM``'s columns, NULL where nothing was inserted)
+#: then the refusal in ``PAUSE_OR_SLOT_SUCCEEDED``'s columns (NULL: none).
+#: ``CLAIM_THEN_PAUSE`` reads the pauses alone, for a claim without a slot
+#: or forced; ``CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED`` the slot's success too.
+_CLAIM_THEN_READ = """
+CALL jobclaims_claim_then_read(%(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s,
+                               %(holds_job)s, %(slot_start)s, %(slot_end)s, %(series)s,
+                               %(lease)s, %(parent_job)s, %(all_jobs)s, {read_slot})
 """
-)
-CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED = (
-    CLAIM.rstrip()
-    + """;
-COMMIT;
-SELECT found, who, said, job_or_status, since, "until"
-FROM jobclaims_refused_after_claim(%(job)s, %(window)s, %(slot_start)s, %(slot_end)s,
-                                   %(parent_job)s, %(all_jobs)s)
-"""
-)
+CLAIM_THEN_PAUSE = _CLAIM_THEN_READ.format(read_slot="FALSE")
+CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED = _CLAIM_THEN_READ.format(read_slot="TRUE")
 
 #: The window's first claim after a read found no row in its way;
 #: ``IntegrityError`` when a contender inserted first.
@@ -245,13 +234,14 @@ RETURNING reason
 
 #: The run's outcome, and what it printed, if it still holds its claim,
 #: returning the finish time the database's clock gave it (for the run's
-#: duration).
+#: duration), in UTC without a zone, as the claim's procedure returns its
+#: times (migration 0003): psycopg loads that in C.
 RELEASE = """
 UPDATE jobclaims_jobrun
 SET status = %(status)s, error = %(error)s, output = %(output)s, holds_job = NULL,
     finished_at = STATEMENT_TIMESTAMP()
 WHERE id = %(id)s AND token = %(token)s AND status = 'running'
-RETURNING finished_at
+RETURNING finished_at AT TIME ZONE 'UTC'
 """
 
 #: The claims of many fires at one instant, in one statement
@@ -318,8 +308,10 @@ WHERE EXISTS (
 #: One row of ``REFUSED_MANY``'s ``{keys}``.
 KEY = "(%s, %s, %s::timestamptz, %s::timestamptz, %s)"
 
-#: ``INSERT_MANY``, committed, then ``REFUSED_MANY``, in one message, as
-#: ``CLAIM_THEN_PAUSE`` sends one claim and its read.
+#: ``INSERT_MANY``, committed, then ``REFUSED_MANY``, in one message of
+#: PostgreSQL's simple query protocol: the COMMIT ends the claims' own
+#: transaction, so the read after it takes its snapshot after they
+#: committed. An error in the claims rolls them back and skips the rest.
 CLAIM_MANY_THEN_REFUSED = INSERT_MANY.rstrip() + ";\nCOMMIT;\n" + REFUSED_MANY.lstrip()
 
 #: ``SKIP_IF_BLOCKED`` for each row of ``{keys}`` (each written as
