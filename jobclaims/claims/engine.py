@@ -85,13 +85,18 @@ def _draw_again() -> None:
     """
     global _PROCESS_ID
     _PROCESS_ID = secrets.token_hex(4)
+    process_owner.cache_clear()
 
 
 os.register_at_fork(after_in_child=_draw_again)
 
 
+@functools.cache
 def process_owner() -> str:
-    """The name a claim records for its holder: ``host:pid:random-id``."""
+    """The name a claim records for its holder: ``host:pid:random-id``.
+
+    Worked out once per process (a forked child works its own out): the
+    host's name and the pid are a system call each, and every claim asks."""
     return f"{socket.gethostname()[:200]}:{os.getpid()}:{_PROCESS_ID}"
 
 

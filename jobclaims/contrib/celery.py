@@ -173,14 +173,16 @@ class ClaimedTask(Task):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         started = time.monotonic()
         lease = self.claim_lease or jobclaims_settings.default_lease
-        headers = self.request.headers or {}
+        # Celery looks its request up on each read: read once per call.
+        request = self.request
+        headers = request.headers or {}
         if (fire := QueuedFire.from_headers(headers)) is not None:
             return self._run_fire(fire, started, args, kwargs)
         slots = Slots.of_window(self.claim_window)
         # Until the body starts, a database error is a claim that failed.
         with failing_cleanly(self.name, headers.get(WINDOW_HEADER)) as claiming:
             key = headers.get(WINDOW_HEADER) or self._first_delivery_key() or slot_key(slots)
-            self.request.jobclaims_window = claiming.key = key
+            request.jobclaims_window = claiming.key = key
             run: JobRun | Refusal | None = self._resumed(key, headers.get(TOKEN_HEADER), lease)
             if run is None:
                 run = JobRun.objects.try_claim(
@@ -193,7 +195,7 @@ class ClaimedTask(Task):
                 )
             if isinstance(run, Refusal):
                 return self._refused(run, lease, headers.get(WAIT_HEADER))
-        self.request.jobclaims_run = run
+        request.jobclaims_run = run
         held = run
 
         def hold(stop: _BodyStop) -> AbstractContextManager[JobRun]:
@@ -320,7 +322,8 @@ class ClaimedTask(Task):
 
     def _holder(self) -> str | None:
         """The claim's owner: this process, and the task's id if it has one."""
-        return f"{engine.process_owner()}{_task_mark(self.request.id)}" if self.request.id else None
+        task_id = self.request.id
+        return f"{engine.process_owner()}{_task_mark(task_id)}" if task_id else None
 
     def _first_delivery_key(self) -> str | None:
         """The key of the window a redelivered message's first delivery claimed, or ``None``.

@@ -296,10 +296,13 @@ def monitors_for(job: str, extra: Iterable[Mapping[str, object]] = ()) -> list[M
     """The monitors ``job``'s runs check in with: the ``MONITORS`` entries
     that name it (by its claim name, or for one of its schedules by the
     job's) or name no jobs, and the job's own ``extra`` ones."""
+    entries = jobclaims_settings.monitors
+    if not entries and not extra:
+        return []  # Most projects': asked at every run's start.
     names = {job, naming.parent(job) or job}
     chosen = [
         entry
-        for entry in jobclaims_settings.monitors
+        for entry in entries
         if entry.get("jobs") is None or names & set(entry["jobs"])  # type: ignore[call-overload]
     ]
     return [monitor_of(entry) for entry in [*chosen, *extra]]
