@@ -234,6 +234,14 @@ def test_a_postgresql_database_migrated_before_the_claim_functions_names_the_mig
     job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to="0001")
 
 
+def test_a_postgresql_database_migrated_before_the_claim_procedure_names_the_migrate_command():
+    # Since migration 0003 PostgreSQL's claim is one call of a procedure; a
+    # database that has the functions of 0002 alone cannot take it.
+    if connection.vendor != "postgresql":
+        pytest.skip("only PostgreSQL's claim is a procedure of its own")
+    job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to="0002")
+
+
 def job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to: str) -> None:
     """With jobclaims migrated only to ``migrated_to``, a job names the
     migrate command and writes nothing; the fix, followed, lets it run."""
