@@ -134,7 +134,7 @@ class Written(NamedTuple):
     skip_if_blocked: str | None = None
     skip_if_window_blocked: str | None = None
     #: ``insert_unless_taken``, committed, then ``pause`` (or
-    #: ``pause_or_slot_succeeded``), in one round trip.
+    #: ``pause_or_slot_succeeded``), in one call of a procedure.
     claim_then_pause: str | None = None
     claim_then_pause_or_slot_succeeded: str | None = None
 
@@ -195,11 +195,12 @@ class ClaimStatements:
     def claim_then_read(
         self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta, slotted: bool
     ) -> ClaimedThenRead | None:
-        """``claim_by_insert()``, and once it committed the read that refuses
-        a claim after its commit (``pause()``, or with ``slotted``
-        ``pause_or_slot_succeeded()``), in one round trip; ``None``, sending
-        nothing, where the two cannot go in one message
-        (``claims_then_reads()``)."""
+        """``claim_by_insert()`` (on MariaDB after a read of what refuses
+        it, which its INSERT cannot ask), and once it committed the read
+        that refuses a claim after its commit (``pause()``, or with
+        ``slotted`` ``pause_or_slot_succeeded()``), in one call of the
+        backend's procedure; ``None``, sending nothing, where it is not
+        called (``claims_then_reads()``)."""
         if not self.claims_then_reads(cursor.db):
             return None
         sql = self.sql
@@ -211,23 +212,17 @@ class ClaimStatements:
             if self._refused_at_once(error.__cause__):
                 return ClaimedThenRead(False)
             raise
-        return self._claimed_then_read(cursor, run, slotted)
+        return self._claimed_then_read(cursor, run)
 
-    def _claimed_then_read(
-        self, cursor: CursorWrapper, run: ClaimRow, slotted: bool
-    ) -> ClaimedThenRead:
-        """What ``claim_then_read()``'s message answered: the claim's row,
-        then, past the COMMIT's result, the read's rows."""
-        row = cursor.fetchone()
-        if row is None:
+    def _claimed_then_read(self, cursor: CursorWrapper, run: ClaimRow) -> ClaimedThenRead:
+        """The procedure's one row: the claim's columns, the id NULL where
+        it inserted nothing, then what refuses it (NULL: nothing)."""
+        claimed_id, claimed_at, expires_at, *refusing = cursor.fetchone()
+        if claimed_id is None:
             return ClaimedThenRead(False)
-        self._load(cursor, run, row)
-        cursor.nextset()
-        cursor.nextset()
-        rows = cursor.fetchall()
-        if slotted:
-            return ClaimedThenRead(True, self._pause_or_slot_found(rows))
-        return ClaimedThenRead(True, self._pause_note(rows[0]) if rows else None)
+        self._load(cursor, run, (claimed_id, claimed_at, expires_at))
+        found = self._pause_or_slot_found([refusing]) if refusing[0] is not None else None
+        return ClaimedThenRead(True, found)
 
     def claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
         """Whether ``claim_then_read()`` is sent on ``connection``: where the
@@ -246,9 +241,10 @@ class ClaimStatements:
         )
 
     def checks_refusals_in_insert(self, connection: BaseDatabaseWrapper) -> bool:
-        """Whether ``claim_by_insert()`` on ``connection`` inserts nothing for
-        a paused job or a slot another run covers, so that the claim need not
-        read the pauses and the slot's runs first."""
+        """Whether the claim's first statement on ``connection`` inserts
+        nothing for a paused job or a slot another run covers, so that the
+        claim need not read the pauses and the slot's runs first: PostgreSQL's
+        ``claim_by_insert()``, and its ``claim_then_read()``."""
         return self.sql.insert_checks_refusals and self.claims_by_insert(connection)
 
     def rivals(self, cursor: CursorWrapper, run: ClaimRow) -> list[Rival]:
@@ -448,18 +444,6 @@ class PostgreSQLStatements(ClaimStatements):
             claim_then_pause_or_slot_succeeded=sql.CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED,
         )
 
-    def _claimed_then_read(
-        self, cursor: CursorWrapper, run: ClaimRow, slotted: bool
-    ) -> ClaimedThenRead:
-        """The procedure's one row: the claim's columns, NULL where it
-        inserted nothing, then what refuses it (NULL: nothing)."""
-        claimed_id, claimed_at, expires_at, *refusing = cursor.fetchone()
-        if claimed_id is None:
-            return ClaimedThenRead(False)
-        self._load(cursor, run, (claimed_id, claimed_at, expires_at))
-        found = self._pause_or_slot_found([refusing]) if refusing[0] is not None else None
-        return ClaimedThenRead(True, found)
-
     def claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
         """Only through psycopg 3's client-side binding (Django's default).
         The claim's procedure would take any binding, but the scheduler's
@@ -522,8 +506,17 @@ class MySQLStatements(ClaimStatements):
         )
 
     def claims_then_reads(self, connection: BaseDatabaseWrapper) -> bool:
-        """Only where mysqlclient sends several statements in one message."""
+        """Only where mysqlclient sends several statements in one message:
+        the procedure would be called without, but the scheduler's batch
+        asks this too (``jobclaims.claims.batch``), and sends its claims,
+        skips and read in one message."""
         return super().claims_then_reads(connection) and mysql.sends_several(connection)
+
+    def checks_refusals_in_insert(self, connection: BaseDatabaseWrapper) -> bool:
+        """Where the claim is the procedure (``claims_then_reads()``), which
+        reads the pauses and the slot's runs before its INSERT: the plain
+        INSERT cannot ask for them."""
+        return self.claims_then_reads(connection)
 
     def _run_params(
         self, cursor: CursorWrapper, run: ClaimRow, lease: datetime.timedelta

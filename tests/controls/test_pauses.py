@@ -375,12 +375,11 @@ def test_a_pause_the_claims_insert_missed_is_read_behind_its_commit_in_the_same_
     monkeypatch, request, slotted
 ):
     # PostgreSQL and MariaDB read what refuses a claim right behind its
-    # COMMIT, in one round trip: MariaDB in the same message, PostgreSQL in
-    # the procedure that commits the claim. A claim made blind to pauses (on
-    # MariaDB, the read before it; on PostgreSQL, a copy of the procedure
-    # whose INSERT is) stands for one whose snapshot came before the pause
-    # committed: the read behind its COMMIT must still find the pause, and
-    # the claim give its row back.
+    # COMMIT, in the procedure that commits the claim. A claim made blind to
+    # pauses (a copy of the procedure whose first look at them sees none)
+    # stands for one whose snapshot came before the pause committed: the
+    # read behind its COMMIT must still find the pause, and the claim give
+    # its row back.
     statements = claim_statements(connection)
     if not statements.claims_then_reads(connection):
         pytest.skip("the claim and its read after the commit go in one round trip on SQLite")
@@ -389,20 +388,17 @@ def test_a_pause_the_claims_insert_missed_is_read_behind_its_commit_in_the_same_
         assert statement is not None
         return statement.replace("resumed_at IS NULL", "resumed_at IS NULL AND FALSE", count)
 
-    def blind_claim(bundle: str | None) -> str:
-        assert bundle is not None
-        if PROCEDURE in bundle:
-            return bundle.replace(PROCEDURE, "blind_claim_then_read(")
-        claimed, after_commit = bundle.split("COMMIT;")
-        return f"{blind(claimed)}COMMIT;{after_commit}"
+    def blind_claim(call: str | None) -> str:
+        assert call is not None
+        assert PROCEDURE in call
+        return call.replace(PROCEDURE, "blind_claim_then_read(")
 
-    if connection.vendor == "postgresql":
-        # The procedure's INSERT is its first look at the pauses; its read, the second.
-        body = FUNCTIONS[PROCEDURE.rstrip("(")].partition("(")[2]
-        with connection.cursor() as cursor:
-            cursor.execute(f"CREATE PROCEDURE blind_claim_then_read({blind(body, 1)}")
-        request.addfinalizer(drop_blind_procedure)
-
+    # The procedure's first look at the pauses is its INSERT's (PostgreSQL)
+    # or the read before it (MariaDB); the one after its COMMIT, the second.
+    body = FUNCTIONS[connection.vendor][PROCEDURE.rstrip("(")].partition("(")[2]
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE PROCEDURE blind_claim_then_read({blind(body, 1)}")
+    request.addfinalizer(drop_blind_procedure)
     sql = statements.sql
     monkeypatch.setattr(
         statements,

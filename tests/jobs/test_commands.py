@@ -16,6 +16,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.test import override_settings
 
+from jobclaims.claims.statements import claim_statements
 from jobclaims.jobs.commands import JobCommand
 from jobclaims.models import JobRun, JobSkip
 from jobclaims.time import windows
@@ -234,12 +235,14 @@ def test_a_postgresql_database_migrated_before_the_claim_functions_names_the_mig
     job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to="0001")
 
 
-def test_a_postgresql_database_migrated_before_the_claim_procedure_names_the_migrate_command():
-    # Since migration 0003 PostgreSQL's claim is one call of a procedure; a
-    # database that has the functions of 0002 alone cannot take it.
-    if connection.vendor != "postgresql":
-        pytest.skip("only PostgreSQL's claim is a procedure of its own")
-    job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to="0002")
+def test_a_database_migrated_before_the_claim_procedure_names_the_migrate_command():
+    # The claim is one call of a procedure, of migration 0003 on PostgreSQL
+    # and 0004 on MariaDB: a database migrated up to the one before cannot
+    # take it.
+    if not claim_statements(connection).claims_then_reads(connection):
+        pytest.skip("SQLite's claim calls no procedure")
+    before = {"postgresql": "0002", "mysql": "0003"}[connection.vendor]
+    job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to=before)
 
 
 def job_names_the_migrate_command_and_runs_once_it_is_followed(migrated_to: str) -> None:

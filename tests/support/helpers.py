@@ -22,6 +22,7 @@ from typing import IO, NoReturn
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from jobclaims.testing import InstanceResult
 
@@ -60,23 +61,29 @@ def verbs(queries: Iterable[dict[str, str]]) -> list[str]:
 
 _CLAIM_CALL = re.compile(r"SELECT [^;]*?\bFROM jobclaims_claim\(|CALL jobclaims_claim_then_read\(")
 
-#: What jobclaims' PostgreSQL functions and procedures run, by name, as
+#: What jobclaims' functions and procedures run, by vendor and name, as
 #: their migrations write them.
 FUNCTIONS = {
-    body.split("(", 1)[0]: body
-    for migration in ("0002_postgresql_claim_functions", "0003_postgresql_claim_procedure")
-    for body in re.split(
-        "CREATE (?:FUNCTION|PROCEDURE) ",
-        importlib.import_module(f"jobclaims.migrations.{migration}").CREATE,
-    )[1:]
+    vendor: {
+        body.split("(", 1)[0]: body
+        for migration in migrations
+        for body in re.split(
+            "CREATE (?:FUNCTION|PROCEDURE) ",
+            importlib.import_module(f"jobclaims.migrations.{migration}").CREATE,
+        )[1:]
+    }
+    for vendor, migrations in {
+        "postgresql": ("0002_postgresql_claim_functions", "0003_postgresql_claim_procedure"),
+        "mysql": ("0004_mariadb_claim_procedure",),
+    }.items()
 }
 
 
 def written_out(sql: str) -> str:
-    """``sql``, with what each jobclaims function it calls runs written in
-    after the function's name: a test of what a statement reads reads that
-    too."""
-    for name, body in FUNCTIONS.items():
+    """``sql``, with what each jobclaims function or procedure it calls
+    runs on the default database written in after its name: a test of what
+    a statement reads reads that too."""
+    for name, body in FUNCTIONS.get(connection.vendor, {}).items():
         sql = sql.replace(f"{name}(", f"{name} /* {body} */ (")
     return sql
 

@@ -122,18 +122,25 @@ PAUSE_OR_SLOT_RUN = _union(_NEWEST_PAUSE, _SLOT_RUN)
 #: pause's first.
 PAUSE_OR_SLOT_SUCCEEDED = _union(_NEWEST_PAUSE, _SLOT_SUCCEEDED)
 
-#: ``INSERT_UNLESS_TAKEN`` and, once it committed, the read that refuses a
-#: claim after its commit, in one message (mysqlclient sends several
-#: statements in one, and keeps each one's result), as PostgreSQL's
-#: ``CLAIM_THEN_PAUSE``: the autocommitted INSERT commits as it ends, so
-#: the read sees any pause (or success of the slot) that committed first,
-#: without a round trip more. The COMMIT, a no-op there, keeps the read's
-#: result third, where PostgreSQL's is. An error in the INSERT ends the
-#: message. Not on Galera, whose node may retry an INSERT after answering.
-CLAIM_THEN_PAUSE = INSERT_UNLESS_TAKEN.strip() + ";\nCOMMIT;\n" + PAUSE.strip()
-CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED = (
-    INSERT_UNLESS_TAKEN.strip() + ";\nCOMMIT;\n" + PAUSE_OR_SLOT_SUCCEEDED.strip()
-)
+#: The read of what refuses a claim before it (``PAUSE_OR_SLOT_RUN``),
+#: ``INSERT_UNLESS_TAKEN``, committed, and the read that refuses a claim
+#: after its commit, in one call: the procedure
+#: ``jobclaims_claim_then_read()`` (migration 0004), which inserts with
+#: ``VALUES`` once its read found nothing, so no AUTO-INC lock is held
+#: across the read. Its one row is the claim's (``INSERT_UNLESS_TAKEN``'s
+#: columns, the id NULL where nothing was inserted), then what refuses the
+#: claim, before or after, in ``PAUSE_OR_SLOT_RUN``'s columns (NULL: none).
+#: ``CLAIM_THEN_PAUSE`` reads the pauses alone after the commit, for a
+#: claim without a slot or forced; ``CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED``
+#: the slot's success too. MariaDB 10.5 and later, not on Galera, whose
+#: node may retry an INSERT after answering.
+_CLAIM_THEN_READ = """
+CALL jobclaims_claim_then_read(%(job)s, %(window)s, %(schedule)s, %(owner)s, %(token)s,
+                               %(holds_job)s, %(slot_start)s, %(slot_end)s, %(series)s,
+                               %(lease)s, %(parent_job)s, %(all_jobs)s, {read_slot})
+"""
+CLAIM_THEN_PAUSE = _CLAIM_THEN_READ.format(read_slot="FALSE")
+CLAIM_THEN_PAUSE_OR_SLOT_SUCCEEDED = _CLAIM_THEN_READ.format(read_slot="TRUE")
 
 #: The window's first claim after a read found no row in its way;
 #: ``IntegrityError`` when a contender inserted first. MySQL, which cannot
